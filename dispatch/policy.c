@@ -1,0 +1,289 @@
+/*
+ * policy.c - features -> path, per (mode, direction).
+ *
+ * The whole rule lives here, in three pieces the matrix checks:
+ *   vc_path_supported  can this CPU + OS run the path's instructions?
+ *   vc_path_eligible   may the mode take the path at all?
+ *   preference[][]     in which order are paths tried, per (mode, direction)?
+ * plus two vetoes in vc_select_with (prefer-ymm parts, AVX10 without 512).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "vc_dispatch.h"
+#include "vc_dispatch_hooks.h"
+
+#define HAS(f, x) VC_HAS(f, x)
+
+static const char *const path_names[VC_PATH_COUNT] = {
+    "generic", "aesni", "vaes_avx2", "avx10_256", "avx512",
+};
+static const char *const mode_names[VC_MODE_COUNT] = {"gcm", "cfb128", "cfb8", "cfb1"};
+static const char *const dir_names[VC_DIR_COUNT] = {"encrypt", "decrypt"};
+
+const char *vc_path_name(vc_path p)
+{
+    return (unsigned)p < VC_PATH_COUNT ? path_names[p] : "?";
+}
+const char *vc_mode_name(vc_mode m)
+{
+    return (unsigned)m < VC_MODE_COUNT ? mode_names[m] : "?";
+}
+const char *vc_dir_name(vc_dir d)
+{
+    return (unsigned)d < VC_DIR_COUNT ? dir_names[d] : "?";
+}
+
+static int index_of(const char *const *names, int n, const char *name)
+{
+    if (!name)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return i;
+    return -1;
+}
+int vc_path_from_name(const char *name)
+{
+    return index_of(path_names, VC_PATH_COUNT, name);
+}
+int vc_mode_from_name(const char *name)
+{
+    return index_of(mode_names, VC_MODE_COUNT, name);
+}
+
+/* ------------------------------------------------------ the preference -- */
+
+#define END (-1)
+#define WIDE_FIRST {VC_PATH_AVX512, VC_PATH_AVX10_256, VC_PATH_VAES_AVX2, \
+                    VC_PATH_AESNI, VC_PATH_GENERIC, END}
+
+/* preference[mode][dir]: tried in order, first acceptable wins.
+ *
+ * CFB128 encryption is one serial chain (C_i = P_i ^ E(C_{i-1})): a wider
+ * register cannot start block i+1 before block i is done, so the wide tiers
+ * only pay off if their single-block latency beats AES-NI's.  Until the
+ * measurement says so they are not in the list (they remain forceable).
+ * CFB128 decryption is parallel (every E(C_{i-1}) is known up front). */
+static const int preference[VC_MODE_COUNT][VC_DIR_COUNT][VC_PATH_COUNT + 1] = {
+    [VC_MODE_GCM] = {WIDE_FIRST, WIDE_FIRST},
+    [VC_MODE_CFB128] = {
+        /* FLIP HERE when wide CFB128 encryption measures faster than aesni: */
+        [VC_DIR_ENCRYPT] = {VC_PATH_AESNI, VC_PATH_GENERIC, END},
+        /* [VC_DIR_ENCRYPT] = WIDE_FIRST, */
+        [VC_DIR_DECRYPT] = WIDE_FIRST,
+    },
+    /* Eligibility (below) removes the VAES paths; listing only what may run
+     * keeps the table honest. */
+    [VC_MODE_CFB8] = {{VC_PATH_AESNI, VC_PATH_GENERIC, END},
+                      {VC_PATH_AESNI, VC_PATH_GENERIC, END}},
+    [VC_MODE_CFB1] = {{VC_PATH_AESNI, VC_PATH_GENERIC, END},
+                      {VC_PATH_AESNI, VC_PATH_GENERIC, END}},
+};
+
+/* ----------------------------------------------------------- supported -- */
+
+#ifdef VC_FAULT_IGNORE_XCR0
+/* Mutation-test fault: pretend the OS always saves ymm/zmm state. */
+#define OS_YMM(f) 1
+#define OS_EVEX(f) 1
+#else
+#define OS_YMM(f) HAS(f, VC_F_OS_YMM)
+#define OS_EVEX(f) HAS(f, VC_F_OS_EVEX)
+#endif
+
+static int has_avx512_fvlbw(const vc_cpu_features *f)
+{
+    return HAS(f, VC_F_AVX512F) && HAS(f, VC_F_AVX512VL) && HAS(f, VC_F_AVX512BW);
+}
+
+/* Which features the path is missing, as a bitmask over vc_feature (0 =
+ * runnable).  AVX10/256 stands in for AVX512F+VL+BW on the avx10_256 path. */
+static uint32_t path_missing(const vc_cpu_features *f, vc_path p)
+{
+    uint32_t m = 0;
+#define NEED(x) do { if (!HAS(f, x)) m |= 1u << (x); } while (0)
+    switch (p) {
+    case VC_PATH_GENERIC:
+        break;
+    case VC_PATH_AESNI:
+        NEED(VC_F_AES);
+        NEED(VC_F_PCLMULQDQ);
+        NEED(VC_F_SSE41);
+        break;
+    case VC_PATH_VAES_AVX2:
+        NEED(VC_F_AVX2);
+        NEED(VC_F_VAES);
+        NEED(VC_F_VPCLMULQDQ);
+        if (!OS_YMM(f)) m |= 1u << VC_F_OS_YMM;
+        break;
+    case VC_PATH_AVX10_256:
+        if (!has_avx512_fvlbw(f) && !(HAS(f, VC_F_AVX10) && HAS(f, VC_F_AVX10_256))) {
+            NEED(VC_F_AVX512F);
+            NEED(VC_F_AVX512VL);
+            NEED(VC_F_AVX512BW);
+        }
+        NEED(VC_F_VAES);
+        NEED(VC_F_VPCLMULQDQ);
+        if (!OS_EVEX(f)) m |= 1u << VC_F_OS_EVEX;
+        break;
+    case VC_PATH_AVX512:
+        NEED(VC_F_AVX512F);
+        NEED(VC_F_AVX512VL);
+        NEED(VC_F_AVX512BW);
+        NEED(VC_F_VAES);
+        NEED(VC_F_VPCLMULQDQ);
+        if (!OS_EVEX(f)) m |= 1u << VC_F_OS_EVEX;
+        break;
+    default:
+        m = ~0u;
+    }
+#undef NEED
+    return m;
+}
+
+/* The aesni path for CFB modes needs AES alone (no carry-less multiply). */
+static uint32_t path_missing_for(const vc_cpu_features *f, vc_mode mode, vc_path p)
+{
+    if (p == VC_PATH_AESNI && mode != VC_MODE_GCM)
+        return HAS(f, VC_F_AES) ? 0 : 1u << VC_F_AES;
+    return path_missing(f, p);
+}
+
+int vc_path_supported(const vc_cpu_features *f, vc_path p)
+{
+    return path_missing(f, p) == 0;
+}
+
+int vc_path_supported_for(const vc_cpu_features *f, vc_mode m, vc_path p)
+{
+    return path_missing_for(f, m, p) == 0;
+}
+
+/* ------------------------------------------------------------ eligible -- */
+
+int vc_path_eligible(vc_mode m, vc_dir d, vc_path p)
+{
+    if ((unsigned)m >= VC_MODE_COUNT || (unsigned)d >= VC_DIR_COUNT ||
+        (unsigned)p >= VC_PATH_COUNT)
+        return 0;
+    /* CFB8 and CFB1 are byte/bit serial: one AES block per output byte or
+     * bit with a dependency on the previous one.  Only the xmm paths. */
+    if (m == VC_MODE_CFB8 || m == VC_MODE_CFB1)
+        return p == VC_PATH_AESNI || p == VC_PATH_GENERIC;
+    return 1;
+}
+
+/* ------------------------------------------------------------- vetoes --- */
+
+/* Why the policy declines a path this CPU could run (NULL: it does not). */
+static const char *veto(const vc_cpu_features *f, vc_path p)
+{
+    if (p != VC_PATH_AVX512)
+        return NULL;
+    if (HAS(f, VC_F_PREFER_YMM))
+        return "prefer-ymm model";
+    if (HAS(f, VC_F_AVX10) && !HAS(f, VC_F_AVX10_512))
+        return "AVX10 without 512-bit vectors";
+    return NULL;
+}
+
+/* weak: dispatch/ links without native/ (then every path is implemented). */
+#pragma weak vc_path_implemented
+static int implemented(vc_mode m, vc_dir d, vc_path p)
+{
+    return vc_path_implemented ? vc_path_implemented(m, d, p) : 1;
+}
+
+static int valid(vc_mode m, vc_dir d)
+{
+    return (unsigned)m < VC_MODE_COUNT && (unsigned)d < VC_DIR_COUNT;
+}
+
+vc_path vc_select_with(const vc_cpu_features *f, vc_mode m, vc_dir d)
+{
+    if (!valid(m, d))
+        return VC_PATH_GENERIC;
+    for (const int *p = preference[m][d]; *p != END; p++) {
+        vc_path path = (vc_path)*p;
+        if (vc_path_eligible(m, d, path) && path_missing_for(f, m, path) == 0 &&
+            !veto(f, path) && implemented(m, d, path))
+            return path;
+    }
+    return VC_PATH_GENERIC;
+}
+
+vc_path vc_select(vc_mode m, vc_dir d)
+{
+    return vc_select_with(vc_cpu_features_get(), m, d);
+}
+
+int vc_available(vc_mode m, vc_dir d, int out[VC_PATH_COUNT])
+{
+    const vc_cpu_features *f = vc_cpu_features_get();
+    int n = 0;
+    if (!valid(m, d))
+        return 0;
+    for (const int *p = preference[m][d]; *p != END; p++) {
+        vc_path path = (vc_path)*p;
+        if (vc_path_eligible(m, d, path) && path_missing_for(f, m, path) == 0 &&
+            implemented(m, d, path))
+            out[n++] = path;
+    }
+    return n;
+}
+
+/* Append to buf at *pos, never overflowing; keeps counting for the total. */
+static void put(char *buf, int buflen, int *pos, const char *s)
+{
+    size_t len = strlen(s);
+    if (buf && *pos < buflen - 1) {
+        size_t room = (size_t)(buflen - 1 - *pos);
+        size_t n = len < room ? len : room;
+        memcpy(buf + *pos, s, n);
+        buf[*pos + (int)n] = '\0';
+    }
+    *pos += (int)len;
+}
+
+int vc_explain(const vc_cpu_features *f, vc_mode m, vc_dir d, char *buf, int buflen)
+{
+    int pos = 0;
+    char tmp[160];
+    if (buf && buflen > 0)
+        buf[0] = '\0';
+    if (!valid(m, d)) {
+        put(buf, buflen, &pos, "invalid mode or direction");
+        return pos;
+    }
+    vc_path chosen = vc_select_with(f, m, d);
+    snprintf(tmp, sizeof tmp, "%s/%s -> %s", vc_mode_name(m), vc_dir_name(d),
+             vc_path_name(chosen));
+    put(buf, buflen, &pos, tmp);
+    int first = 1;
+    for (const int *p = preference[m][d]; *p != END && *p != (int)chosen; p++) {
+        vc_path path = (vc_path)*p;
+        uint32_t miss = path_missing_for(f, m, path);
+        put(buf, buflen, &pos, first ? " (skipped " : "; ");
+        first = 0;
+        put(buf, buflen, &pos, vc_path_name(path));
+        put(buf, buflen, &pos, ": ");
+        if (!vc_path_eligible(m, d, path)) {
+            put(buf, buflen, &pos, "not eligible for the mode");
+        } else if (miss) {
+            put(buf, buflen, &pos, "missing");
+            for (int x = 0; x < VC_F_COUNT; x++)
+                if (miss & (1u << x)) {
+                    put(buf, buflen, &pos, " ");
+                    put(buf, buflen, &pos, vc_feature_name((vc_feature)x));
+                }
+        } else if (veto(f, path)) {
+            put(buf, buflen, &pos, veto(f, path));
+        } else {
+            put(buf, buflen, &pos, "not built into this library");
+        }
+    }
+    if (!first)
+        put(buf, buflen, &pos, ")");
+    return pos;
+}

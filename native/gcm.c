@@ -1,0 +1,435 @@
+/*
+ * gcm.c - AES-GCM front-end (NIST SP 800-38D): argument and length checks,
+ * IV -> J0, AAD, streaming with partial blocks, tag.  The tiers do the bulk
+ * CTR + GHASH on whole blocks (and a final partial block in one-shot calls).
+ *
+ *   J0 = IV || 0^31 || 1                      (12-byte IV)
+ *   J0 = GHASH_H(IV || 0^s || 0^64 || [len(IV)]_64)   (any other IV length)
+ *
+ *   counter blocks  inc32(J0), inc32^2(J0), ...   (low 32 bits wrap, no carry)
+ *   C_i = P_i ^ E_K(counter_i)
+ *   S   = GHASH_H(A || 0^v || C || 0^u || [len(A)]_64 || [len(C)]_64)
+ *   T   = MSB_t(E_K(J0) ^ S)
+ *
+ * X below is the running GHASH accumulator; every block that enters it goes
+ * through the tier's ghash (AAD, padded tails, the length block) or its
+ * gcm_enc/gcm_dec (ciphertext).
+ */
+#include <string.h>
+
+#include "front.h"
+
+struct vc_gcm_key {
+    vc_aes_key aes;
+    vc_ghash_key gh[2];     /* gh[1] used only when enc and dec tiers differ */
+    const vc_tier *tier[VC_DIR_COUNT];
+    const vc_ghash_key *ghk[VC_DIR_COUNT];
+    int status[VC_DIR_COUNT]; /* VC_OK or why this direction cannot run */
+    int path[VC_DIR_COUNT];
+};
+
+enum { PHASE_AAD = 0, PHASE_DATA = 1, PHASE_DONE = 2 };
+
+/* One message in flight (a stream, or the stack frame of a one-shot call). */
+typedef struct gcm_ctx {
+    alignas(16) uint8_t X[16];
+    alignas(16) uint8_t ctr[16];  /* next counter block */
+    alignas(16) uint8_t ekj0[16]; /* E_K(J0) */
+    alignas(16) uint8_t buf[16];  /* partial AAD block, or partial ciphertext block */
+    alignas(16) uint8_t ks[16];   /* keystream of the partial data block */
+    const vc_aes_key *aes;
+    const vc_ghash_key *gh;
+    const vc_tier *t;
+    int dir;
+    int phase;
+    unsigned nbuf;
+    uint64_t aad_len, data_len;
+} gcm_ctx;
+
+struct vc_gcm_stream {
+    gcm_ctx c;
+};
+
+static int tag_len_ok(size_t n)
+{
+    return n == 4 || n == 8 || (n >= 12 && n <= 16);
+}
+
+/* ------------------------------------------------------------------ key -- */
+
+int vc_gcm_key_new(vc_gcm_key **out, const uint8_t *key, size_t key_len, int impl)
+{
+    if (!out)
+        return VC_ERR_ARGUMENT;
+    *out = NULL;
+    if (!key)
+        return VC_ERR_ARGUMENT;
+    if (key_len != 16 && key_len != 24 && key_len != 32)
+        return VC_ERR_KEY_LENGTH;
+
+    vc_path path[VC_DIR_COUNT];
+    int st[VC_DIR_COUNT];
+    for (int d = 0; d < VC_DIR_COUNT; d++)
+        st[d] = vc_front_resolve(VC_MODE_GCM, (vc_dir)d, impl, &path[d]);
+    /* A forced path may exist for one direction only; that is reported when
+     * the other direction is used.  Neither direction: fail now. */
+    if (st[VC_DIR_ENCRYPT] != VC_OK && st[VC_DIR_DECRYPT] != VC_OK)
+        return st[VC_DIR_ENCRYPT];
+
+    vc_gcm_key *k = vc_front_alloc(sizeof *k);
+    if (!k)
+        return VC_ERR_NOMEM;
+
+    /* Every tier that will touch the key runs its own setkey: the round
+     * keys are identical in all tiers, and a tier may add private material
+     * (the generic tier's bitsliced copy). */
+    const vc_tier *first = NULL;
+    for (int d = 0; d < VC_DIR_COUNT; d++) {
+        k->status[d] = st[d];
+        k->path[d] = st[d] == VC_OK ? (int)path[d] : st[d];
+        if (st[d] != VC_OK)
+            continue;
+        k->tier[d] = vc_tier_get(path[d]);
+        if (!first || k->tier[d] != first)
+            k->tier[d]->setkey(&k->aes, key, (unsigned)key_len * 8);
+        if (!first)
+            first = k->tier[d];
+    }
+
+    /* H = E_K(0^128); each distinct tier lays out its own table from it. */
+    static const uint8_t zero[16];
+    uint8_t h[16];
+    first->encrypt_block(&k->aes, zero, h);
+    int used = 0;
+    for (int d = 0; d < VC_DIR_COUNT; d++) {
+        if (st[d] != VC_OK)
+            continue;
+        int slot = -1;
+        for (int e = 0; e < d; e++)
+            if (st[e] == VC_OK && k->tier[e] == k->tier[d])
+                slot = (int)(k->ghk[e] - k->gh);
+        if (slot < 0) {
+            slot = used++;
+            memcpy(k->gh[slot].h, h, 16);
+            k->tier[d]->ghash_init(&k->gh[slot]);
+        }
+        k->ghk[d] = &k->gh[slot];
+    }
+    vc_secure_zero(h, sizeof h);
+    *out = k;
+    return VC_OK;
+}
+
+void vc_gcm_key_free(vc_gcm_key *k)
+{
+    vc_front_free(k, sizeof *k);
+}
+
+int vc_gcm_key_path(const vc_gcm_key *k, int dir)
+{
+    if (!k || dir < 0 || dir >= VC_DIR_COUNT)
+        return VC_ERR_ARGUMENT;
+    return k->path[dir];
+}
+
+/* ---------------------------------------------------------- the engine -- */
+
+/* GHASH of len bytes, the last partial block zero-padded (AAD, IV). */
+static void ghash_padded(gcm_ctx *c, uint8_t X[16], const uint8_t *p, size_t len)
+{
+    size_t full = len & ~(size_t)15;
+    if (full)
+        c->t->ghash(c->gh, X, p, full);
+    if (len > full) {
+        uint8_t blk[16] = {0};
+        memcpy(blk, p + full, len - full);
+        c->t->ghash(c->gh, X, blk, 16);
+    }
+}
+
+static int ctx_init(gcm_ctx *c, const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_len)
+{
+    if (!k || dir < 0 || dir >= VC_DIR_COUNT)
+        return VC_ERR_ARGUMENT;
+    if (k->status[dir] != VC_OK)
+        return k->status[dir];
+    if (!iv && iv_len)
+        return VC_ERR_ARGUMENT;
+    if (iv_len == 0 || (uint64_t)iv_len > VC_GCM_MAX_IV)
+        return VC_ERR_IV_LENGTH;
+
+    memset(c, 0, sizeof *c);
+    c->aes = &k->aes;
+    c->gh = k->ghk[dir];
+    c->t = k->tier[dir];
+    c->dir = dir;
+    c->phase = PHASE_AAD;
+
+    uint8_t j0[16] = {0};
+    if (iv_len == 12) {
+        memcpy(j0, iv, 12);
+        j0[15] = 1;
+    } else {
+        uint8_t lenblk[16] = {0};
+        ghash_padded(c, j0, iv, iv_len);
+        vc_store_be64(lenblk + 8, (uint64_t)iv_len * 8);
+        c->t->ghash(c->gh, j0, lenblk, 16);
+    }
+    c->t->encrypt_block(c->aes, j0, c->ekj0);
+    memcpy(c->ctr, j0, 16);
+    vc_store_be32(c->ctr + 12, vc_load_be32(j0 + 12) + 1);
+    vc_secure_zero(j0, sizeof j0);
+    return VC_OK;
+}
+
+static int ctx_aad(gcm_ctx *c, const uint8_t *aad, size_t len)
+{
+    if (c->phase != PHASE_AAD)
+        return VC_ERR_STATE;
+    if (!aad && len)
+        return VC_ERR_ARGUMENT;
+    if ((uint64_t)len > VC_GCM_MAX_AAD - c->aad_len)
+        return VC_ERR_DATA_LENGTH;
+    c->aad_len += len;
+    if (c->nbuf) { /* top up the pending partial block first */
+        size_t n = 16 - c->nbuf < len ? 16 - c->nbuf : len;
+        memcpy(c->buf + c->nbuf, aad, n);
+        c->nbuf += (unsigned)n;
+        aad += n;
+        len -= n;
+        if (c->nbuf < 16)
+            return VC_OK;
+        c->t->ghash(c->gh, c->X, c->buf, 16);
+        c->nbuf = 0;
+    }
+    size_t full = len & ~(size_t)15;
+    if (full)
+        c->t->ghash(c->gh, c->X, aad, full);
+    if (len > full) {
+        memcpy(c->buf, aad + full, len - full);
+        c->nbuf = (unsigned)(len - full);
+    }
+    return VC_OK;
+}
+
+/* Close the AAD: its last partial block enters GHASH zero-padded. */
+static void ctx_start_data(gcm_ctx *c)
+{
+    if (c->phase != PHASE_AAD)
+        return;
+    if (c->nbuf) {
+        memset(c->buf + c->nbuf, 0, 16 - c->nbuf);
+        c->t->ghash(c->gh, c->X, c->buf, 16);
+        c->nbuf = 0;
+    }
+    c->phase = PHASE_DATA;
+}
+
+/* CTR + GHASH through the tier, cut so that no call runs the 32-bit counter
+ * past 0xFFFFFFFF -> 0: a tier may keep the counter in a wider lane and must
+ * not see the wrap.  (With the length limit at most one cut ever happens.)
+ * len % 16 != 0 only for the last data of a message. */
+static void ctx_bulk(gcm_ctx *c, const uint8_t *in, uint8_t *out, size_t len)
+{
+    while (len) {
+        uint32_t ctr32 = vc_load_be32(c->ctr + 12);
+        uint64_t to_wrap = ((uint64_t)1 << 32) - ctr32; /* blocks left before wrap */
+        size_t n = len;
+        if ((uint64_t)n > to_wrap * 16)
+            n = (size_t)(to_wrap * 16);
+        if (c->dir == VC_DIR_ENCRYPT)
+            c->t->gcm_enc(c->aes, c->gh, c->ctr, c->X, in, out, n);
+        else
+            c->t->gcm_dec(c->aes, c->gh, c->ctr, c->X, in, out, n);
+        /* The next counter is defined here, not left to the tier. */
+        vc_store_be32(c->ctr + 12, ctr32 + (uint32_t)((n + 15) / 16));
+        in += n;
+        out += n;
+        len -= n;
+    }
+}
+
+/* Streaming data: whole blocks to the tier; a partial block is XORed with
+ * keystream from encrypt_block here and its ciphertext held in buf until the
+ * block is complete (or the message ends) and can enter GHASH. */
+static int ctx_update(gcm_ctx *c, const uint8_t *in, uint8_t *out, size_t len)
+{
+    if (c->phase == PHASE_DONE)
+        return VC_ERR_STATE;
+    if ((!in || !out) && len)
+        return VC_ERR_ARGUMENT;
+    if ((uint64_t)len > VC_GCM_MAX_DATA - c->data_len)
+        return VC_ERR_DATA_LENGTH;
+    ctx_start_data(c);
+    c->data_len += len;
+
+    const int enc = c->dir == VC_DIR_ENCRYPT;
+    while (c->nbuf && len) {
+        uint8_t x = *in++;
+        uint8_t y = x ^ c->ks[c->nbuf];
+        *out++ = y;
+        c->buf[c->nbuf++] = enc ? y : x; /* GHASH always eats ciphertext */
+        len--;
+        if (c->nbuf == 16) {
+            c->t->ghash(c->gh, c->X, c->buf, 16);
+            c->nbuf = 0;
+        }
+    }
+    size_t full = len & ~(size_t)15;
+    if (full) {
+        ctx_bulk(c, in, out, full);
+        in += full;
+        out += full;
+        len -= full;
+    }
+    if (len) {
+        c->t->encrypt_block(c->aes, c->ctr, c->ks);
+        vc_store_be32(c->ctr + 12, vc_load_be32(c->ctr + 12) + 1);
+        for (size_t i = 0; i < len; i++) {
+            uint8_t x = in[i];
+            uint8_t y = x ^ c->ks[i];
+            out[i] = y;
+            c->buf[i] = enc ? y : x;
+        }
+        c->nbuf = (unsigned)len;
+    }
+    return VC_OK;
+}
+
+/* S = GHASH(... || [len(A)]_64 || [len(C)]_64); full tag = E_K(J0) ^ S. */
+static void ctx_tag(gcm_ctx *c, uint8_t full_tag[16])
+{
+    ctx_start_data(c);
+    if (c->nbuf) {
+        memset(c->buf + c->nbuf, 0, 16 - c->nbuf);
+        c->t->ghash(c->gh, c->X, c->buf, 16);
+        c->nbuf = 0;
+    }
+    uint8_t lenblk[16];
+    vc_store_be64(lenblk, c->aad_len * 8);
+    vc_store_be64(lenblk + 8, c->data_len * 8);
+    c->t->ghash(c->gh, c->X, lenblk, 16);
+    for (int i = 0; i < 16; i++)
+        full_tag[i] = c->X[i] ^ c->ekj0[i];
+    c->phase = PHASE_DONE;
+}
+
+/* ----------------------------------------------------------- one-shot -- */
+
+static int one_shot(const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_len,
+                    const uint8_t *aad, size_t aad_len, const uint8_t *in, uint8_t *out,
+                    size_t len, uint8_t *tag_io, size_t tag_len)
+{
+    gcm_ctx c;
+    uint8_t full[16];
+    int st;
+
+    if (!k)
+        return VC_ERR_ARGUMENT;
+    if ((!in || !out) && len)
+        return VC_ERR_ARGUMENT;
+    if (!aad && aad_len)
+        return VC_ERR_ARGUMENT;
+    if (!tag_io)
+        return VC_ERR_ARGUMENT;
+    if (!tag_len_ok(tag_len))
+        return VC_ERR_TAG_LENGTH;
+    if ((uint64_t)len > VC_GCM_MAX_DATA || (uint64_t)aad_len > VC_GCM_MAX_AAD)
+        return VC_ERR_DATA_LENGTH;
+    if ((st = ctx_init(&c, k, dir, iv, iv_len)) != VC_OK)
+        return st;
+    ctx_aad(&c, aad, aad_len);
+    ctx_start_data(&c);
+    c.data_len = len;
+    /* One-shot: the tier may take the partial final block itself. */
+    ctx_bulk(&c, in, out, len);
+    ctx_tag(&c, full);
+
+    st = VC_OK;
+    if (dir == VC_DIR_ENCRYPT) {
+        memcpy(tag_io, full, tag_len);
+    } else if (!vc_ct_memeq(full, tag_io, tag_len)) {
+        vc_secure_zero(out, len);
+        st = VC_ERR_AUTH;
+    }
+    vc_secure_zero(full, sizeof full);
+    vc_secure_zero(&c, sizeof c);
+    return st;
+}
+
+int vc_gcm_encrypt(const vc_gcm_key *k, const uint8_t *iv, size_t iv_len, const uint8_t *aad,
+                   size_t aad_len, const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,
+                   size_t tag_len)
+{
+    return one_shot(k, VC_DIR_ENCRYPT, iv, iv_len, aad, aad_len, in, out, len, tag, tag_len);
+}
+
+int vc_gcm_decrypt(const vc_gcm_key *k, const uint8_t *iv, size_t iv_len, const uint8_t *aad,
+                   size_t aad_len, const uint8_t *in, uint8_t *out, size_t len,
+                   const uint8_t *tag, size_t tag_len)
+{
+    /* one_shot only reads the tag when decrypting */
+    return one_shot(k, VC_DIR_DECRYPT, iv, iv_len, aad, aad_len, in, out, len, (uint8_t *)tag,
+                    tag_len);
+}
+
+/* ---------------------------------------------------------- streaming -- */
+
+int vc_gcm_stream_new(vc_gcm_stream **out, const vc_gcm_key *k, int dir, const uint8_t *iv,
+                      size_t iv_len)
+{
+    if (!out)
+        return VC_ERR_ARGUMENT;
+    *out = NULL;
+    gcm_ctx c;
+    int st = ctx_init(&c, k, dir, iv, iv_len);
+    if (st != VC_OK)
+        return st;
+    vc_gcm_stream *s = vc_front_alloc(sizeof *s);
+    if (!s) {
+        vc_secure_zero(&c, sizeof c);
+        return VC_ERR_NOMEM;
+    }
+    s->c = c;
+    vc_secure_zero(&c, sizeof c);
+    *out = s;
+    return VC_OK;
+}
+
+void vc_gcm_stream_free(vc_gcm_stream *s)
+{
+    vc_front_free(s, sizeof *s);
+}
+
+int vc_gcm_stream_aad(vc_gcm_stream *s, const uint8_t *aad, size_t len)
+{
+    if (!s)
+        return VC_ERR_ARGUMENT;
+    return ctx_aad(&s->c, aad, len);
+}
+
+int vc_gcm_stream_update(vc_gcm_stream *s, const uint8_t *in, uint8_t *out, size_t len)
+{
+    if (!s)
+        return VC_ERR_ARGUMENT;
+    return ctx_update(&s->c, in, out, len);
+}
+
+int vc_gcm_stream_finish(vc_gcm_stream *s, uint8_t *tag, size_t tag_len)
+{
+    uint8_t full[16];
+    if (!s || !tag)
+        return VC_ERR_ARGUMENT;
+    if (s->c.phase == PHASE_DONE)
+        return VC_ERR_STATE;
+    if (!tag_len_ok(tag_len))
+        return VC_ERR_TAG_LENGTH;
+    ctx_tag(&s->c, full);
+    int st = VC_OK;
+    if (s->c.dir == VC_DIR_ENCRYPT)
+        memcpy(tag, full, tag_len);
+    else if (!vc_ct_memeq(full, tag, tag_len))
+        st = VC_ERR_AUTH;
+    vc_secure_zero(full, sizeof full);
+    return st;
+}

@@ -1,0 +1,105 @@
+/*
+ * vaescrypt.h - AES-128/192/256 in GCM and CFB (CFB128, CFB8, CFB1) with
+ * run-time CPU dispatch.  The one public C header of the library.
+ *
+ * Every function returns VC_OK (0) or a negative vc_status.  Objects are
+ * opaque and allocated by the library (they need 64-byte alignment).
+ */
+#ifndef VAESCRYPT_H
+#define VAESCRYPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vc_dispatch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum vc_status {
+    VC_OK = 0,
+    VC_ERR_KEY_LENGTH = -1,    /* key is not 16, 24 or 32 bytes               */
+    VC_ERR_IV_LENGTH = -2,     /* GCM IV empty or too long; CFB IV != 16      */
+    VC_ERR_TAG_LENGTH = -3,    /* GCM tag not 4, 8, 12..16                    */
+    VC_ERR_UNSUPPORTED = -4,   /* path not runnable on this CPU               */
+    VC_ERR_INELIGIBLE = -5,    /* path not allowed for this mode              */
+    VC_ERR_AUTH = -6,          /* GCM tag mismatch; no plaintext released     */
+    VC_ERR_DATA_LENGTH = -7,   /* over the SP 800-38D limits                  */
+    VC_ERR_STATE = -8,         /* streaming call out of order                 */
+    VC_ERR_NOMEM = -9,
+    VC_ERR_ARGUMENT = -10,     /* bad mode/direction/segment size, NULL ptr   */
+    VC_ERR_CPU_MASK = -11      /* VAESCRYPT_CPU_MASK is invalid               */
+} vc_status;
+
+const char *vc_status_message(int status);
+
+/* ---------------------------------------------------------------- GCM -- */
+
+/* SP 800-38D limits: plaintext <= 2^39 - 256 bits, AAD and IV < 2^64 bits. */
+#define VC_GCM_MAX_DATA ((((uint64_t)1) << 36) - 32)
+#define VC_GCM_MAX_AAD ((((uint64_t)1) << 61) - 1)
+#define VC_GCM_MAX_IV ((((uint64_t)1) << 61) - 1)
+
+typedef struct vc_gcm_key vc_gcm_key;
+typedef struct vc_gcm_stream vc_gcm_stream;
+
+/* impl: VC_PATH_AUTO (the dispatcher picks per direction) or a vc_path. */
+int vc_gcm_key_new(vc_gcm_key **out, const uint8_t *key, size_t key_len, int impl);
+void vc_gcm_key_free(vc_gcm_key *k);
+/* The path the key uses for a direction. */
+int vc_gcm_key_path(const vc_gcm_key *k, int dir);
+
+/* out gets len bytes of ciphertext; tag gets tag_len bytes. in == out allowed. */
+int vc_gcm_encrypt(const vc_gcm_key *k, const uint8_t *iv, size_t iv_len,
+                   const uint8_t *aad, size_t aad_len, const uint8_t *in,
+                   uint8_t *out, size_t len, uint8_t *tag, size_t tag_len);
+/* On VC_ERR_AUTH, out is zeroed: no plaintext is released. */
+int vc_gcm_decrypt(const vc_gcm_key *k, const uint8_t *iv, size_t iv_len,
+                   const uint8_t *aad, size_t aad_len, const uint8_t *in,
+                   uint8_t *out, size_t len, const uint8_t *tag, size_t tag_len);
+
+/* Streaming: new -> aad* -> update* -> finish.  AAD must come before data.
+ * The stream copies what it needs from the key but borrows it: keep the key
+ * alive until the stream is freed. */
+int vc_gcm_stream_new(vc_gcm_stream **out, const vc_gcm_key *k, int dir,
+                      const uint8_t *iv, size_t iv_len);
+void vc_gcm_stream_free(vc_gcm_stream *s);
+int vc_gcm_stream_aad(vc_gcm_stream *s, const uint8_t *aad, size_t len);
+int vc_gcm_stream_update(vc_gcm_stream *s, const uint8_t *in, uint8_t *out, size_t len);
+/* Encrypt: writes the tag.  Decrypt: checks the tag in constant time. */
+int vc_gcm_stream_finish(vc_gcm_stream *s, uint8_t *tag, size_t tag_len);
+
+/* ---------------------------------------------------------------- CFB -- */
+
+typedef struct vc_cfb_key vc_cfb_key;
+typedef struct vc_cfb_stream vc_cfb_stream;
+
+/* segment_bits: 128, 8 or 1.  impl as for GCM. */
+int vc_cfb_key_new(vc_cfb_key **out, const uint8_t *key, size_t key_len,
+                   int segment_bits, int impl);
+void vc_cfb_key_free(vc_cfb_key *k);
+int vc_cfb_key_path(const vc_cfb_key *k, int dir);
+
+/* CFB128/CFB8: len bytes.  CFB1: len is a count of BITS; bits are taken
+ * most-significant first from in[], written the same way to out[]; the unused
+ * low bits of a final partial output byte are set to zero. */
+int vc_cfb_encrypt(const vc_cfb_key *k, const uint8_t iv[16], const uint8_t *in,
+                   uint8_t *out, size_t len);
+int vc_cfb_decrypt(const vc_cfb_key *k, const uint8_t iv[16], const uint8_t *in,
+                   uint8_t *out, size_t len);
+
+int vc_cfb_stream_new(vc_cfb_stream **out, const vc_cfb_key *k, int dir,
+                      const uint8_t iv[16]);
+void vc_cfb_stream_free(vc_cfb_stream *s);
+/* Same length rule as vc_cfb_encrypt.  CFB1 streams take whole bytes except
+ * on the final call (a partial byte ends the stream: VC_ERR_STATE after). */
+int vc_cfb_stream_update(vc_cfb_stream *s, const uint8_t *in, uint8_t *out, size_t len);
+
+/* ------------------------------------------------------------ version -- */
+const char *vc_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

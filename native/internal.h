@@ -1,0 +1,114 @@
+/*
+ * internal.h - what the mode front-ends (gcm.c, cfb.c) and the ISA tiers
+ * (tier_*.c) share.  Not installed.
+ *
+ * Division of labour:
+ *   front-ends  argument checks, SP 800-38D length limits, IV -> J0, AAD,
+ *               streaming with partial blocks, tag finish and constant-time
+ *               compare, splitting GCM calls at 2^32 counter wrap.
+ *   tiers       the bulk work on whole blocks (and, for GCM, the final tail),
+ *               in whatever register layout they like internally; at this
+ *               interface every block is in the standard byte order.
+ */
+#ifndef VC_INTERNAL_H
+#define VC_INTERNAL_H
+
+#include <assert.h>
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vaescrypt.h"
+
+#define VC_ALIGN 64
+
+/* AES key schedule.  rk[i] is round key i exactly as FIPS-197 lays it out in
+ * memory (w[4i..4i+3] as bytes), which is also what AESENC expects. Only the
+ * forward cipher exists: GCM and CFB never run the inverse cipher. */
+typedef struct vc_aes_key {
+    alignas(VC_ALIGN) uint8_t rk[15][16];
+    /* The generic tier's bitsliced form of rk, filled only by the generic
+     * setkey: a key is used by the tier that expanded it and no other. */
+    alignas(VC_ALIGN) uint64_t bs[15 * 8];
+    unsigned rounds;   /* 10, 12, 14 */
+    unsigned key_bits; /* 128, 192, 256 */
+} vc_aes_key;
+
+/* GHASH key material.  h is H = E_K(0^128) in standard byte order; table is
+ * tier-private (powers of H, Karatsuba halves ...), laid out by the tier that
+ * initialised it.  1 KiB is enough for 16 powers with precomputed halves. */
+#define VC_GHASH_TABLE_BYTES 2048
+typedef struct vc_ghash_key {
+    alignas(VC_ALIGN) uint8_t table[VC_GHASH_TABLE_BYTES];
+    alignas(16) uint8_t h[16];
+} vc_ghash_key;
+
+/* One ISA tier.  A NULL member means "not provided by this tier"; the
+ * front-end then refuses the path for that mode (see vc_tier_for). */
+typedef struct vc_tier {
+    vc_path path;
+    /* AES key expansion into k (rk, rounds, key_bits, and whatever private
+     * form the tier's block function uses). key_bits is 128, 192 or 256. */
+    void (*setkey)(vc_aes_key *k, const uint8_t *key, unsigned key_bits);
+    /* One block, used for H, E(J0) and streaming partial blocks. */
+    void (*encrypt_block)(const vc_aes_key *k, const uint8_t in[16], uint8_t out[16]);
+
+    /* GCM ---------------------------------------------------------------
+     * ghash_init: fill g->table from g->h (already set by the front-end).
+     * ghash: X <- (X ^ B1)*H ^ B2)*H ... over len bytes, len % 16 == 0.
+     * gcm_enc/dec: CTR from ctr (inc32 on the last 4 bytes, big endian,
+     *   wrapping mod 2^32 without carry; the front-end guarantees one call
+     *   never wraps) over len bytes of in -> out, and GHASH of the
+     *   ciphertext into X.  len may be any size; if len % 16 != 0 the call
+     *   is the last data call of the message and the partial final block is
+     *   hashed zero-padded.  On return ctr holds the next counter block.
+     *   in == out is allowed; no read or write outside [in, in+len),
+     *   [out, out+len). */
+    void (*ghash_init)(vc_ghash_key *g);
+    void (*ghash)(const vc_ghash_key *g, uint8_t X[16], const uint8_t *in, size_t len);
+    void (*gcm_enc)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
+                    uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len);
+    void (*gcm_dec)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
+                    uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len);
+
+    /* CFB ---------------------------------------------------------------
+     * cfb128: len % 16 == 0, iv updated to the last ciphertext block.
+     * cfb8:   len bytes, iv updated (shift register).
+     * cfb1:   nbits bits, MSB first, iv updated; out's unused low bits of a
+     *         final partial byte are zero. */
+    void (*cfb128_enc)(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in, uint8_t *out, size_t len);
+    void (*cfb128_dec)(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in, uint8_t *out, size_t len);
+    void (*cfb8_enc)(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in, uint8_t *out, size_t len);
+    void (*cfb8_dec)(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in, uint8_t *out, size_t len);
+    void (*cfb1_enc)(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in, uint8_t *out, size_t nbits);
+    void (*cfb1_dec)(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in, uint8_t *out, size_t nbits);
+} vc_tier;
+
+/* Defined in tier_<name>.c.  A tier compiled on a toolchain that cannot
+ * target its ISA would still define the symbol with NULL members. */
+extern const vc_tier vc_tier_generic;
+extern const vc_tier vc_tier_aesni;
+extern const vc_tier vc_tier_vaes_avx2;
+extern const vc_tier vc_tier_avx10_256;
+extern const vc_tier vc_tier_avx512;
+
+/* AES-NI helpers the wide tiers reuse (tier_aesni.c). */
+void vc_aesni_setkey(vc_aes_key *k, const uint8_t *key, unsigned key_bits);
+void vc_aesni_encrypt_block(const vc_aes_key *k, const uint8_t in[16], uint8_t out[16]);
+/* Generic helpers (tier_generic.c): bitsliced schedule from k->rk. */
+void vc_generic_setkey_bs(vc_aes_key *k);
+
+/* Path -> tier table (front.c). */
+const vc_tier *vc_tier_get(vc_path p);
+
+/* Constant-time helpers (util.c). */
+int vc_ct_memeq(const uint8_t *a, const uint8_t *b, size_t n); /* 1 if equal */
+void vc_secure_zero(void *p, size_t n);
+
+/* Compile-time faults for the mutation checks (issue: teeth).  Only the test
+ * suite defines these, in a separate build; never in a normal build. */
+#if defined(VC_FAULT_CFB8_VAES) || defined(VC_FAULT_AVX10_ZMM) || defined(VC_FAULT_IGNORE_XCR0)
+#define VC_FAULT_BUILD 1
+#endif
+
+#endif

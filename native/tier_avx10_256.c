@@ -1,0 +1,54 @@
+/*
+ * tier_avx10_256.c - VAES + VPCLMULQDQ, EVEX-encoded, on ymm ONLY: 2 blocks
+ * per instruction, 8 blocks per GCM / CFB128-decrypt iteration.  Runs on
+ * AVX512VL CPUs and on AVX10/256 CPUs that have no 512-bit vectors at all,
+ * so no zmm register may ever be touched (checked with objdump by the test
+ * suite).  What makes it EVEX (and not the vaes_avx2 tier):
+ *   - VPTERNLOGD for every 3-way XOR of the GHASH sums,
+ *   - opmask (k-register) byte-masked loads/stores for the tails, which never
+ *     touch bytes outside the caller's buffers,
+ *   - VALIGNQ for the CFB128-decrypt lane shift,
+ *   - the compiler may also use ymm16..31 (32 vector registers).
+ * prefer-vector-width=256 keeps GCC's own code generation off zmm.
+ * Algorithms: see vaes_common.h.
+ */
+#include <immintrin.h>
+
+#include "internal.h"
+
+#define VC_TGT "avx512f,avx512vl,avx512bw,vaes,vpclmulqdq,prefer-vector-width=256"
+#define VC_NAME(x) vc_avx10_256_##x
+#include "vaes_ymm.h"
+
+#define v_xor3(a, b, c) _mm256_ternarylogic_epi32((a), (b), (c), 0x96)
+/* n in 1..32 bytes */
+#define vc_bmask(n) ((n) >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << (n)) - 1))
+#define v_load_part(p, n) _mm256_maskz_loadu_epi8(vc_bmask(n), (const void *)(p))
+#define v_store_part(p, v, n) _mm256_mask_storeu_epi8((void *)(p), vc_bmask(n), (v))
+#define v_keep(v, n) _mm256_maskz_mov_epi8(vc_bmask(n), (v))
+/* [prev.lane1, cur.lane0]: VALIGNQ by 2 qwords */
+#define v_shift_in(cur, prev) _mm256_alignr_epi64((cur), (prev), 2)
+
+#ifdef VC_FAULT_AVX10_ZMM
+/* FAULT BUILD ONLY (mutation test "avx10_256 must never touch zmm"): one
+ * harmless zmm instruction in the GCM flow. */
+#define VC_GCM_FAULT() __asm__ volatile("vpxorq %%zmm31, %%zmm31, %%zmm31" ::: "xmm31")
+#endif
+
+#include "vaes_common.h"
+
+const vc_tier vc_tier_avx10_256 = {
+    .path = VC_PATH_AVX10_256,
+    .setkey = vc_aesni_setkey,
+    .encrypt_block = vc_aesni_encrypt_block,
+    .ghash_init = vc_avx10_256_ghash_init,
+    .ghash = vc_avx10_256_ghash,
+    .gcm_enc = vc_avx10_256_gcm_enc,
+    .gcm_dec = vc_avx10_256_gcm_dec,
+    .cfb128_enc = vc_avx10_256_cfb128_enc,
+    .cfb128_dec = vc_avx10_256_cfb128_dec,
+    .cfb8_enc = NULL, /* CFB8/CFB1 never take a VAES path */
+    .cfb8_dec = NULL,
+    .cfb1_enc = NULL,
+    .cfb1_dec = NULL,
+};

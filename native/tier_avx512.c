@@ -1,0 +1,113 @@
+/*
+ * tier_avx512.c - VAES + VPCLMULQDQ on EVEX zmm: 4 blocks per instruction,
+ * 16 blocks per GCM / CFB128-decrypt iteration.
+ *
+ * The algorithms (reflected GHASH as POLYVAL, Karatsuba, Montgomery
+ * reduction, the CTR/GHASH interleave, the CFB chains) live in
+ * vaes_common.h; this file supplies the zmm vector operations.  Tails use
+ * AVX512BW byte-masked loads and stores: masked-off bytes are never
+ * accessed, so nothing outside [in, in+len) / [out, out+len) is touched.
+ * The GHASH key-power table is the one layout shared with the ymm tiers.
+ */
+#include <immintrin.h>
+
+#include "internal.h"
+
+#define VC_TGT "avx512f,avx512vl,avx512bw,vaes,vpclmulqdq"
+#define VC_NAME(x) vc_avx512_##x
+#define VC_W 64
+typedef __m512i vc_v;
+
+#define v_loadu(p) _mm512_loadu_si512((const void *)(p))
+#define v_storeu(p, v) _mm512_storeu_si512((void *)(p), (v))
+#define v_bcast(p) _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define v_zero() _mm512_setzero_si512()
+#define v_xor(a, b) _mm512_xor_si512((a), (b))
+#define v_xor3(a, b, c) _mm512_ternarylogic_epi32((a), (b), (c), 0x96)
+#define v_and(a, b) _mm512_and_si512((a), (b))
+#define v_aesenc(a, k) _mm512_aesenc_epi128((a), (k))
+#define v_aesenclast(a, k) _mm512_aesenclast_epi128((a), (k))
+#define v_clmul(a, b, i) _mm512_clmulepi64_epi128((a), (b), (i))
+#define v_shuf8(a, m) _mm512_shuffle_epi8((a), (m))
+#define v_shufd(a, i) _mm512_shuffle_epi32((a), (_MM_PERM_ENUM)(i))
+#define v_swap64(a) v_shufd((a), 0x4e)
+#define v_bslli8(a) _mm512_bslli_epi128((a), 8)
+#define v_bsrli8(a) _mm512_bsrli_epi128((a), 8)
+#define v_slli64(a, n) _mm512_slli_epi64((a), (n))
+#define v_srli64(a, n) _mm512_srli_epi64((a), (n))
+#define v_srai32(a, n) _mm512_srai_epi32((a), (n))
+#define v_add32(a, b) _mm512_add_epi32((a), (b))
+#define v_ctr_lanes() _mm512_set_epi32(0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0)
+#define v_ctr_step() _mm512_set_epi32(0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4)
+#define v_lane0_load(p) _mm512_zextsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define v_lane0_store(p, v) _mm_storeu_si128((__m128i *)(void *)(p), _mm512_castsi512_si128(v))
+/* n in 1..64 bytes */
+#define vc_bmask(n) ((n) >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (n)) - 1))
+#define v_load_part(p, n) _mm512_maskz_loadu_epi8(vc_bmask(n), (const void *)(p))
+#define v_store_part(p, v, n) _mm512_mask_storeu_epi8((void *)(p), vc_bmask(n), (v))
+#define v_keep(v, n) _mm512_maskz_mov_epi8(vc_bmask(n), (v))
+/* [prev.lane3, cur.lane0, cur.lane1, cur.lane2]: VALIGNQ by 6 qwords */
+#define v_shift_in(cur, prev) _mm512_alignr_epi64((cur), (prev), 6)
+
+/* Sum of the four lanes into lane 0, upper lanes zero. */
+static inline __attribute__((target(VC_TGT))) __m512i v_hxor(__m512i v)
+{
+    const __m256i a = _mm256_xor_si256(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    return _mm512_zextsi128_si512(
+        _mm_xor_si128(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)));
+}
+
+#include "vaes_common.h"
+
+#ifdef VC_FAULT_CFB8_VAES
+/* FAULT BUILD ONLY (mutation test "CFB8 must never run VAES"): a correct
+ * CFB8 whose block cipher is a 1-lane zmm VAESENC chain, so a CFB8 call
+ * mis-routed to this tier shows 512-bit VAES in the instruction mix. */
+static VC_FN void vc_avx512_cfb8(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in,
+                                  uint8_t *out, size_t len, int enc)
+{
+    for (size_t i = 0; i < len; i++) {
+        __m512i s = _mm512_xor_si512(v_lane0_load(iv), v_bcast(k->rk[0]));
+        for (unsigned r = 1; r < k->rounds; r++)
+            s = _mm512_aesenc_epi128(s, v_bcast(k->rk[r]));
+        s = _mm512_aesenclast_epi128(s, v_bcast(k->rk[k->rounds]));
+        const uint8_t b = in[i]; /* read first: in == out allowed */
+        const uint8_t o = (uint8_t)(b ^ (uint8_t)_mm_cvtsi128_si32(_mm512_castsi512_si128(s)));
+        out[i] = o;
+        const uint8_t c = enc ? o : b; /* the ciphertext byte is fed back */
+        memmove(iv, iv + 1, 15);
+        iv[15] = c;
+    }
+}
+static VC_FN void vc_avx512_cfb8_enc(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in,
+                                      uint8_t *out, size_t len)
+{
+    vc_avx512_cfb8(k, iv, in, out, len, 1);
+}
+static VC_FN void vc_avx512_cfb8_dec(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in,
+                                      uint8_t *out, size_t len)
+{
+    vc_avx512_cfb8(k, iv, in, out, len, 0);
+}
+#define VC_CFB8_ENC vc_avx512_cfb8_enc
+#define VC_CFB8_DEC vc_avx512_cfb8_dec
+#else
+#define VC_CFB8_ENC NULL /* CFB8/CFB1 never take a VAES path */
+#define VC_CFB8_DEC NULL
+#endif
+
+const vc_tier vc_tier_avx512 = {
+    .path = VC_PATH_AVX512,
+    .setkey = vc_aesni_setkey,
+    .encrypt_block = vc_aesni_encrypt_block,
+    .ghash_init = vc_avx512_ghash_init,
+    .ghash = vc_avx512_ghash,
+    .gcm_enc = vc_avx512_gcm_enc,
+    .gcm_dec = vc_avx512_gcm_dec,
+    .cfb128_enc = vc_avx512_cfb128_enc,
+    .cfb128_dec = vc_avx512_cfb128_dec,
+    .cfb8_enc = VC_CFB8_ENC,
+    .cfb8_dec = VC_CFB8_DEC,
+    .cfb1_enc = NULL,
+    .cfb1_dec = NULL,
+};

@@ -1,0 +1,488 @@
+/*
+ * vaes_common.h - the width-generic body of the three wide tiers
+ * (avx512 = EVEX zmm, avx10_256 = EVEX ymm, vaes_avx2 = VEX ymm).
+ *
+ * This file is included once by each of tier_avx512.c, tier_avx10_256.c and
+ * tier_vaes_avx2.c after the tier has defined:
+ *
+ *   VC_TGT         the target("...") string every function here is compiled for
+ *   VC_NAME(x)     per-tier symbol name (vc_avx512_##x ...), so profiles and
+ *                  instruction-mix reports name the tier that ran
+ *   VC_W           vector width in bytes (64 or 32); VC_L = VC_W / 16 lanes
+ *   vc_v           the vector type, and the vector operations used below
+ *                  (v_* macros: plain intrinsics, so they inherit the target
+ *                  of the function they are expanded in)
+ *
+ * A "lane" is one 128-bit AES/GHASH block inside a vector.  VAESENC and
+ * VPCLMULQDQ on a ymm/zmm register work lane by lane, so the same algorithm
+ * runs on 2 or 4 blocks per instruction.
+ *
+ * ======================================================================
+ * GHASH, reflected, as POLYVAL (RFC 8452 appendix A)
+ * ======================================================================
+ * GCM's field GF(2^128) = GF(2)[x] / (x^128 + x^7 + x^2 + x + 1) numbers the
+ * bits of a block "backwards": bit 0 (coefficient of x^0) is the MOST
+ * significant bit of byte 0.  Byte-reversing a block (one VPSHUFB) and
+ * reading it as a little-endian 128-bit integer gives a value whose integer
+ * bit i is the coefficient of x^(127-i): a bit-reflected polynomial.  Rather
+ * than fixing the reflection with shifts on every product we use the
+ * identity of RFC 8452:
+ *
+ *   GHASH(H, X1..Xn) = rev(POLYVAL(mulX(rev(H)), rev(X1), ..., rev(Xn)))
+ *
+ * where rev = byte reversal and POLYVAL works in the field
+ * GF(2)[x] / p(x), p(x) = x^128 + x^127 + x^126 + x^121 + 1, with the bits in
+ * the natural little-endian order (integer bit i = coefficient of x^i), and
+ * with the Montgomery-style product
+ *
+ *   dot(a, b) = a * b * x^-128  mod p.
+ *
+ * mulX(v) = v * x = (v << 1), xor 0xC2000000_00000000_00000000_00000001
+ * (the low 128 bits of p) when bit 127 was shifted out.  dot() is
+ * associative and commutative (dot(dot(a,b),c) = a b c x^-256), so the
+ * serial Horner chain S <- dot(S ^ Xi, K1) over n blocks unrolls into a sum
+ *
+ *   S' = dot(S ^ X1, Kn) ^ dot(X2, Kn-1) ^ ... ^ dot(Xn, K1),
+ *   K1 = mulX(rev(H)),  Ki+1 = dot(Ki, K1)
+ *
+ * and because dot is bilinear the n 256-bit carry-less products can be
+ * XOR-summed first and reduced ONCE.
+ *
+ * Key-power table (g->table), one layout for every wide tier:
+ *   bytes   0..255  K16, K15, ..., K1          (entry i = K(16-i))
+ *   bytes 256..511  Karatsuba halves: entry i = (lo ^ hi) of K(16-i) in
+ *                   both 64-bit halves
+ * A batch of n <= 16 blocks pairs block j (0-based) with entry 16-n+j, so
+ * one unaligned vector load at entry 16-n+lane gives every lane its power:
+ * zmm uses K16..K1 for 16 blocks, ymm uses K8..K1 for 8 blocks.
+ *
+ * Karatsuba: with a = a1 x^64 + a0 and b = b1 x^64 + b0 (64-bit halves)
+ *   a*b = a1 b1 x^128 + [(a0^a1)(b0^b1) ^ a0 b0 ^ a1 b1] x^64 + a0 b0
+ * i.e. three VPCLMULQDQ (lo, hi, "kara") instead of four.  The (b0^b1) half
+ * of every key power is precomputed in the table; the data side costs one
+ * VPSHUFD + XOR.  The middle term fix-up (kara ^ lo ^ hi) is linear, so it
+ * too is done once per batch on the sums.
+ *
+ * Reduction of a 256-bit T = [T3:T2:T1:T0] (64-bit words) to T x^-128 mod p
+ * (Montgomery): p = 1 (mod x^64), so adding T0 * p clears word 0:
+ *   T0 * p = T0 x^128 + T0 (x^127 + x^126 + x^121) + T0
+ *          = T0 x^128 + clmul(T0, Q) x^64 + T0,   Q = 0xC200000000000000
+ * i.e. words (2,1) ^= clmul(T0, Q), word 2 ^= T0.  With L = [T1:T0] that is
+ *   L' = swap64(L) ^ clmul(L.lo, Q)       (L'.lo = new T1, L'.hi -> word 2)
+ * and the same step once more clears the new word 1:
+ *   L'' = swap64(L') ^ clmul(L'.lo, Q);   result = [T3:T2] ^ L''.
+ * Two VPCLMULQDQ, lane by lane; the lanes are then XOR-folded into one.
+ *
+ * ======================================================================
+ * CTR + GHASH interleave
+ * ======================================================================
+ * One iteration handles B = 4 vectors = 4*VC_L blocks (16 on zmm, 8 on ymm):
+ *
+ *   counters c..c+B-1 --AES round 1..nr--> keystream ^ in --> out
+ *                        |  between the rounds:
+ *                        |  3 clmul x 4 vectors of GHASH input, mid fix-up,
+ *                        |  2-step reduction, lane fold
+ *
+ * The AES rounds of the 4 vectors are independent of the GHASH work, so the
+ * out-of-order core overlaps VAESENC (latency bound per lane) with
+ * VPCLMULQDQ.  Decryption hashes the ciphertext it is decrypting (known
+ * up front).  Encryption cannot: its ciphertext appears only at the end of
+ * the iteration, so it hashes the PREVIOUS iteration's ciphertext (kept in
+ * registers, already byte-reversed); the first batch is encrypted without
+ * hashing and the last batch is hashed after the loop.
+ *
+ * Counters: the front-end's counter block is byte-reversed once, so the
+ * big-endian inc32 field becomes the low 32-bit word of the lane and a
+ * VPADDD adds to it (wrapping mod 2^32 with no carry into the rest, exactly
+ * inc32); each counter vector is byte-reversed back before AES.
+ */
+/* Deliberately no include guard: one inclusion per tier file. */
+
+#include <string.h>
+
+#define VC_FN __attribute__((target(VC_TGT)))
+#define VC_NOINL __attribute__((noinline, target(VC_TGT)))
+#define VC_L (VC_W / 16)
+#define VC_B (4 * VC_L)
+#define VC_BATCH (VC_B * 16)
+/* Every loop over the 4 vectors of a batch is unrolled so the vectors live
+ * in registers: a rolled loop keeps x[] in memory and puts a store-forward
+ * in every AES round's dependency chain. */
+#define VC_UNROLL _Pragma("GCC unroll 4")
+
+#define VC_TABLE_MID 256
+static_assert(2 * VC_TABLE_MID <= VC_GHASH_TABLE_BYTES, "GHASH power table does not fit");
+
+/* Per-lane byte reversal (block <-> reflected GHASH / LE counter form). */
+#define v_bswap_mask() v_bcast(vc_bswap_bytes)
+static const uint8_t vc_bswap_bytes[16] = {15, 14, 13, 12, 11, 10, 9, 8,
+                                           7,  6,  5,  4,  3,  2,  1, 0};
+/* Low 64 bits of p(x) above x^64 (see Reduction above), in every qword. */
+static const uint8_t vc_q_bytes[16] = {0, 0, 0, 0, 0, 0, 0, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0xc2};
+/* mulX's conditional xor: p(x) without the x^128 term. */
+static const uint8_t vc_p_bytes[16] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xc2};
+
+/* ---------------------------------------------------------------- GHASH -- */
+
+/* Per-lane T x^-128 mod p for the 256-bit lane products lo + mid x^64 +
+ * hi x^128 (mid is the true middle term). */
+static inline VC_FN vc_v VC_NAME(reduce)(vc_v lo, vc_v mid, vc_v hi)
+{
+    const vc_v q = v_bcast(vc_q_bytes);
+    lo = v_xor(lo, v_bslli8(mid));
+    hi = v_xor(hi, v_bsrli8(mid));
+    lo = v_xor(v_swap64(lo), v_clmul(lo, q, 0x00));
+    return v_xor3(hi, v_swap64(lo), v_clmul(lo, q, 0x00));
+}
+
+/* One batch: S <- sum over blocks j < n of dot(d_j (+S on block 0), K(n-j)).
+ * d[] holds byte-reversed blocks, lanes past n are zero (their products are
+ * zero; the key loads stay inside the 512-byte table).  S is a vector with
+ * only lane 0 set.  Split in two so the CTR loop can put AES rounds between
+ * the multiplications and the reduction. */
+typedef struct {
+    vc_v lo, kara, hi;
+} VC_NAME(acc);
+
+static inline VC_FN void VC_NAME(mul)(VC_NAME(acc) *a, vc_v d, const uint8_t *kp, int first)
+{
+    const vc_v k = v_loadu(kp);
+    const vc_v km = v_loadu(kp + VC_TABLE_MID);
+    const vc_v dm = v_xor(d, v_swap64(d));
+    const vc_v lo = v_clmul(d, k, 0x00), hi = v_clmul(d, k, 0x11), kara = v_clmul(dm, km, 0x00);
+    if (first) {
+        a->lo = lo;
+        a->hi = hi;
+        a->kara = kara;
+    } else {
+        a->lo = v_xor(a->lo, lo);
+        a->hi = v_xor(a->hi, hi);
+        a->kara = v_xor(a->kara, kara);
+    }
+}
+
+static inline VC_FN vc_v VC_NAME(finish)(const VC_NAME(acc) *a)
+{
+    const vc_v mid = v_xor3(a->kara, a->lo, a->hi); /* Karatsuba fix-up */
+    return v_hxor(VC_NAME(reduce)(a->lo, mid, a->hi));
+}
+
+static inline VC_FN vc_v VC_NAME(batch)(const vc_ghash_key *g, vc_v S, const vc_v d[4], size_t n)
+{
+    const uint8_t *kp = g->table + (16 - n) * 16;
+    VC_NAME(acc) a;
+    VC_NAME(mul)(&a, v_xor(d[0], S), kp, 1);
+    VC_NAME(mul)(&a, d[1], kp + VC_W, 0);
+    VC_NAME(mul)(&a, d[2], kp + 2 * VC_W, 0);
+    VC_NAME(mul)(&a, d[3], kp + 3 * VC_W, 0);
+    return VC_NAME(finish)(&a);
+}
+
+static VC_FN void VC_NAME(ghash_init)(vc_ghash_key *g)
+{
+    /* K1 = mulX(rev(H)): shift the 128-bit lane left by one; the carry out
+     * of bit 127 selects (without a branch) the xor with p's low bits. */
+    const vc_v h = v_shuf8(v_lane0_load(g->h), v_bswap_mask());
+    const vc_v sh = v_xor(v_slli64(h, 1), v_bslli8(v_srli64(h, 63)));
+    const vc_v carry = v_srai32(v_shufd(h, 0xff), 31);
+    const vc_v k1 = v_xor(sh, v_and(carry, v_bcast(vc_p_bytes)));
+    vc_v k = k1;
+    for (int i = 1; i <= 16; i++) {
+        if (i > 1) { /* Ki = dot(Ki-1, K1), schoolbook: key set-up only */
+            const vc_v mid = v_xor(v_clmul(k, k1, 0x01), v_clmul(k, k1, 0x10));
+            k = VC_NAME(reduce)(v_clmul(k, k1, 0x00), mid, v_clmul(k, k1, 0x11));
+        }
+        v_lane0_store(g->table + (16 - i) * 16, k);
+        v_lane0_store(g->table + VC_TABLE_MID + (16 - i) * 16, v_xor(k, v_swap64(k)));
+    }
+}
+
+/* Loads the r (< VC_BATCH) bytes at p into d[0..3], zero filled. */
+static inline VC_FN void VC_NAME(load_tail)(vc_v d[4], const uint8_t *p, size_t r)
+{
+    VC_UNROLL
+    for (size_t j = 0; j < 4; j++) {
+        const size_t off = j * VC_W;
+        d[j] = off < r ? v_load_part(p + off, r - off < VC_W ? r - off : VC_W) : v_zero();
+    }
+}
+
+static VC_FN void VC_NAME(ghash)(const vc_ghash_key *g, uint8_t X[16], const uint8_t *in, size_t len)
+{
+    const vc_v bs = v_bswap_mask();
+    vc_v S = v_shuf8(v_lane0_load(X), bs);
+    vc_v d[4];
+    for (; len >= VC_BATCH; len -= VC_BATCH, in += VC_BATCH) {
+        VC_UNROLL
+        for (int j = 0; j < 4; j++)
+            d[j] = v_shuf8(v_loadu(in + j * VC_W), bs);
+        S = VC_NAME(batch)(g, S, d, VC_B);
+    }
+    if (len) {
+        VC_NAME(load_tail)(d, in, len);
+        VC_UNROLL
+        for (int j = 0; j < 4; j++)
+            d[j] = v_shuf8(d[j], bs);
+        S = VC_NAME(batch)(g, S, d, (len + 15) / 16);
+    }
+    v_lane0_store(X, v_shuf8(S, bs));
+}
+
+/* ---------------------------------------------------------------- AES -- */
+
+/* All rounds on 4 independent vectors (4*VC_L blocks).  Used where no
+ * GHASH work is available to interleave: the first encryption batch, the
+ * tail, CFB128 decryption. */
+static inline VC_FN void VC_NAME(aes4)(const vc_v *rk, unsigned nr, vc_v x[4])
+{
+    VC_UNROLL
+    for (int j = 0; j < 4; j++)
+        x[j] = v_xor(x[j], rk[0]);
+    for (unsigned r = 1; r < nr; r++) {
+        VC_UNROLL
+        for (int j = 0; j < 4; j++)
+            x[j] = v_aesenc(x[j], rk[r]);
+    }
+    VC_UNROLL
+    for (int j = 0; j < 4; j++)
+        x[j] = v_aesenclast(x[j], rk[nr]);
+}
+
+/* ---------------------------------------------------------------- GCM -- */
+
+static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
+                                        uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len,
+                                        int enc)
+{
+    const unsigned nr = k->rounds;
+    vc_v rk[15];
+    for (unsigned i = 0; i <= nr; i++)
+        rk[i] = v_bcast(k->rk[i]);
+    const vc_v bs = v_bswap_mask();
+    const vc_v step = v_ctr_step();
+    vc_v S = v_shuf8(v_lane0_load(X), bs);
+    vc_v c = v_add32(v_shuf8(v_bcast(ctr), bs), v_ctr_lanes());
+    vc_v h[4], x[4];
+    h[0] = h[1] = h[2] = h[3] = v_zero(); /* (enc: set by the first batch) */
+    size_t done = 0;
+#ifdef VC_GCM_FAULT
+    VC_GCM_FAULT();
+#endif
+
+#define VC_CTRS()                                                                                  \
+    VC_UNROLL for (int j = 0; j < 4; j++) {                                                        \
+        x[j] = v_shuf8(c, bs);                                                                     \
+        c = v_add32(c, step);                                                                      \
+    }
+
+    if (enc && len >= VC_BATCH) { /* first batch: nothing to hash yet */
+        VC_CTRS();
+        VC_NAME(aes4)(rk, nr, x);
+        VC_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const vc_v o = v_xor(x[j], v_loadu(in + j * VC_W));
+            v_storeu(out + j * VC_W, o);
+            h[j] = v_shuf8(o, bs);
+        }
+        done = VC_BATCH;
+    }
+
+    /* Main loop: B blocks of CTR, and B blocks of GHASH between the rounds
+     * (enc: previous batch's ciphertext h[], dec: this batch's input). */
+    while (len - done >= VC_BATCH) {
+        const uint8_t *ip = in + done;
+        uint8_t *op = out + done;
+        VC_NAME(acc) a;
+        vc_v lo, mid, hi, q = v_bcast(vc_q_bytes);
+        if (!enc) {
+            VC_UNROLL
+            for (int j = 0; j < 4; j++)
+                h[j] = v_shuf8(v_loadu(ip + j * VC_W), bs);
+        }
+        VC_CTRS();
+#define VC_ROUND(r)                                                                                \
+    do {                                                                                           \
+        const vc_v kr_ = rk[r];                                                                    \
+        x[0] = v_aesenc(x[0], kr_);                                                                \
+        x[1] = v_aesenc(x[1], kr_);                                                                \
+        x[2] = v_aesenc(x[2], kr_);                                                                \
+        x[3] = v_aesenc(x[3], kr_);                                                                \
+    } while (0)
+        VC_UNROLL
+        for (int j = 0; j < 4; j++)
+            x[j] = v_xor(x[j], rk[0]);
+        const uint8_t *kp = g->table + (16 - VC_B) * 16;
+        VC_ROUND(1);
+        VC_NAME(mul)(&a, v_xor(h[0], S), kp, 1);
+        VC_ROUND(2);
+        VC_NAME(mul)(&a, h[1], kp + VC_W, 0);
+        VC_ROUND(3);
+        VC_NAME(mul)(&a, h[2], kp + 2 * VC_W, 0);
+        VC_ROUND(4);
+        VC_NAME(mul)(&a, h[3], kp + 3 * VC_W, 0);
+        VC_ROUND(5);
+        mid = v_xor3(a.kara, a.lo, a.hi);
+        lo = v_xor(a.lo, v_bslli8(mid));
+        hi = v_xor(a.hi, v_bsrli8(mid));
+        VC_ROUND(6);
+        lo = v_xor(v_swap64(lo), v_clmul(lo, q, 0x00));
+        VC_ROUND(7);
+        S = v_hxor(v_xor3(hi, v_swap64(lo), v_clmul(lo, q, 0x00)));
+        VC_ROUND(8);
+        VC_ROUND(9);
+        for (unsigned r = 10; r < nr; r++)
+            VC_ROUND(r);
+#undef VC_ROUND
+        VC_UNROLL
+        for (int j = 0; j < 4; j++) {
+            /* AESENCLAST ends with "^ round key": fold the input in there. */
+            const vc_v o = v_aesenclast(x[j], v_xor(rk[nr], v_loadu(ip + j * VC_W)));
+            v_storeu(op + j * VC_W, o);
+            if (enc)
+                h[j] = v_shuf8(o, bs);
+        }
+        done += VC_BATCH;
+    }
+    if (enc && done)
+        S = VC_NAME(batch)(g, S, h, VC_B);
+
+    const size_t r = len - done;
+    if (r) { /* tail: < B blocks, the last may be partial (zero-padded hash) */
+        vc_v d[4];
+        VC_CTRS();
+        VC_NAME(aes4)(rk, nr, x);
+        VC_NAME(load_tail)(d, in + done, r);
+        VC_UNROLL
+        for (size_t j = 0; j < 4; j++) {
+            const size_t off = j * VC_W;
+            if (off >= r)
+                break;
+            const size_t n = r - off < VC_W ? r - off : VC_W;
+            const vc_v o = v_xor(x[j], d[j]);
+            v_store_part(out + done + off, o, n);
+            if (enc) /* keystream past the message must not be hashed */
+                d[j] = v_keep(o, n);
+        }
+        VC_UNROLL
+        for (int j = 0; j < 4; j++)
+            d[j] = v_shuf8(d[j], bs);
+        S = VC_NAME(batch)(g, S, d, (r + 15) / 16);
+    }
+#undef VC_CTRS
+    v_lane0_store(X, v_shuf8(S, bs));
+    /* Next counter: inc32 by the number of blocks used (wraps mod 2^32). */
+    const uint32_t nb = (uint32_t)((len + 15) / 16);
+    const uint32_t c32 = ((uint32_t)ctr[12] << 24 | (uint32_t)ctr[13] << 16 |
+                          (uint32_t)ctr[14] << 8 | ctr[15]) + nb;
+    ctr[12] = (uint8_t)(c32 >> 24);
+    ctr[13] = (uint8_t)(c32 >> 16);
+    ctr[14] = (uint8_t)(c32 >> 8);
+    ctr[15] = (uint8_t)c32;
+}
+
+static VC_FN void VC_NAME(gcm_enc)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
+                                   uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len)
+{
+    VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, len, 1);
+}
+
+static VC_FN void VC_NAME(gcm_dec)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
+                                   uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len)
+{
+    VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, len, 0);
+}
+
+/* ------------------------------------------------------------- CFB128 -- */
+
+/*
+ * CFB128 encryption is one serial chain: each AES input is the ciphertext
+ * just produced, so no two blocks can be in flight at once.
+ *
+ *     IV ----+            +----------+            +------ ...
+ *            v            |          v            |
+ *         [AES_K]         |       [AES_K]         |
+ *            |            |          |            |
+ *   P1 ---> XOR ---> C1 --+  P2 --> XOR ---> C2 --+
+ *
+ * Its speed is nr x (VAESENC latency) per block whatever the vector width,
+ * so only lane 0 is used; the tier's win is the round keys held in
+ * registers (no per-round load).
+ */
+static VC_FN void VC_NAME(cfb128_enc)(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in,
+                                      uint8_t *out, size_t len)
+{
+    const unsigned nr = k->rounds;
+    vc_v rk[15];
+    for (unsigned i = 0; i <= nr; i++)
+        rk[i] = v_bcast(k->rk[i]);
+    vc_v s = v_lane0_load(iv);
+    for (size_t i = 0; i + 16 <= len; i += 16) {
+        s = v_xor(s, rk[0]);
+        for (unsigned r = 1; r < nr; r++)
+            s = v_aesenc(s, rk[r]);
+        /* last round key ^ plaintext in one AESENCLAST */
+        s = v_aesenclast(s, v_xor(rk[nr], v_lane0_load(in + i)));
+        v_lane0_store(out + i, s);
+    }
+    v_lane0_store(iv, s);
+}
+
+/*
+ * CFB128 decryption: every AES input is a ciphertext block the caller
+ * already gave us, so all blocks are independent:
+ *
+ *   IV    C1    C2  ...  Cn-1        (AES inputs = ciphertext shifted by one)
+ *   |     |     |         |
+ * [AES] [AES] [AES] ... [AES]        4 vectors x VC_L lanes per step
+ *   |     |     |         |
+ *  XOR   XOR   XOR       XOR <-- C1 C2 C3 .. Cn
+ *   |     |     |         |
+ *   P1    P2    P3        Pn
+ *
+ * The shifted vector [prev.last, cur.lane0 .. cur.lane(L-2)] is built in
+ * registers (v_shift_in) from ciphertext already loaded, never re-read from
+ * memory: with in == out the previous blocks are already plaintext.
+ */
+static VC_FN void VC_NAME(cfb128_dec)(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in,
+                                      uint8_t *out, size_t len)
+{
+    const unsigned nr = k->rounds;
+    vc_v rk[15];
+    vc_v last = v_bcast(iv); /* every lane = IV, so the top lane is too */
+    len &= ~(size_t)15;
+    if (!len)
+        return;
+    memcpy(iv, in + len - 16, 16); /* read before any write (in == out) */
+    for (unsigned i = 0; i <= nr; i++)
+        rk[i] = v_bcast(k->rk[i]);
+    for (size_t done = 0; done < len; done += VC_BATCH) {
+        const size_t r = len - done;
+        vc_v c[4], x[4];
+        if (r >= VC_BATCH) {
+            /* Spelled out: a loop here is turned into a memcpy by GCC's loop
+             * distribution, which it then expands with zmm moves even in
+             * the ymm-only tier. */
+            c[0] = v_loadu(in + done);
+            c[1] = v_loadu(in + done + VC_W);
+            c[2] = v_loadu(in + done + 2 * VC_W);
+            c[3] = v_loadu(in + done + 3 * VC_W);
+        } else
+            VC_NAME(load_tail)(c, in + done, r);
+        x[0] = v_shift_in(c[0], last);
+        x[1] = v_shift_in(c[1], c[0]);
+        x[2] = v_shift_in(c[2], c[1]);
+        x[3] = v_shift_in(c[3], c[2]);
+        last = c[3];
+        VC_NAME(aes4)(rk, nr, x);
+        if (r >= VC_BATCH) {
+            VC_UNROLL
+            for (int j = 0; j < 4; j++)
+                v_storeu(out + done + j * VC_W, v_xor(x[j], c[j]));
+        } else {
+            VC_UNROLL
+            for (size_t j = 0; j * VC_W < r; j++)
+                v_store_part(out + done + j * VC_W, v_xor(x[j], c[j]),
+                             r - j * VC_W < VC_W ? r - j * VC_W : VC_W);
+        }
+    }
+}

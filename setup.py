@@ -1,0 +1,76 @@
+"""Build for the `sdematrix` distribution: the cffi extension vaescrypt._native
+and the helper executables sdematrix/_bin/{vc-probe,vc-tracer}.
+
+Our C is compiled with the project's strict flags (see src/vaescrypt/_buildinfo.py)
+into objects that the cffi wrapper links as extra_objects; the generated wrapper
+itself keeps the interpreter's default flags (it is not -Werror clean).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from cffi import FFI
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+
+
+def _load_buildinfo():
+    path = ROOT / "src" / "vaescrypt" / "_buildinfo.py"
+    spec = importlib.util.spec_from_file_location("_vaescrypt_buildinfo", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclass/typing machinery wants it registered
+    spec.loader.exec_module(mod)
+    return mod
+
+
+bi = _load_buildinfo()
+
+ffibuilder = FFI()
+ffibuilder.cdef(bi.read_cdef(ROOT))
+ffibuilder.set_source(
+    "vaescrypt._native",
+    '#include "vaescrypt.h"\n#include "vc_dispatch_hooks.h"\n',
+    include_dirs=[str(d) for d in bi.include_dirs(ROOT)],
+)
+
+
+class BuildNative(build_ext):
+    """Compile our objects first, hand them to the cffi extension, then build
+    the helper executables next to the sdematrix package."""
+
+    def run(self) -> None:
+        work = Path(self.build_temp) / "vaescrypt-native"
+        objs = bi.compile_objects(bi.library_sources(ROOT), work / "lib", root=ROOT)
+        for ext in self.extensions:
+            if ext.name == "vaescrypt._native":
+                ext.extra_objects = [str(o) for o in objs]
+                ext.extra_link_args = [*ext.extra_link_args, *bi.link_flags()]
+                ext.depends = [*ext.depends, *(str(s) for s in bi.library_sources(ROOT))]
+        super().run()
+
+        if self.inplace:
+            build_py = self.get_finalized_command("build_py")
+            bindir = Path(build_py.get_package_dir("sdematrix")) / "_bin"
+        else:
+            bindir = Path(self.build_lib) / "sdematrix" / "_bin"
+        if bi.probe_sources(ROOT):
+            bi.build_probe(bindir / "vc-probe", root=ROOT, work_dir=work / "probe")
+        else:
+            print("note: native/probe has no main() yet; vc-probe not built")
+        if bi.tracer_sources(ROOT):
+            bi.build_tracer(bindir / "vc-tracer", root=ROOT, work_dir=work / "tracer")
+        else:
+            print("note: src/sdematrix/tracer has no C sources; vc-tracer not built")
+
+
+if __name__ == "__main__":
+    setup(
+        cffi_modules=["setup.py:ffibuilder"],
+        cmdclass={"build_ext": BuildNative},
+    )

@@ -1,0 +1,1 @@
+"""Backends: one module each behind the :class:`~sdematrix.backends.base.Backend` protocol."""

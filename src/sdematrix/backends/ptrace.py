@@ -1,0 +1,447 @@
+"""The ``ptrace`` backend: the probe runs natively on the host under ``vc-tracer``,
+which answers every CPUID from the model's profile and XGETBV(0) with the
+model's XCR0, and single-steps the SSC-marked region to record the exact
+instruction stream.  The recorded instructions are decoded into a
+:class:`~sdematrix.mix.Mix` and each is checked against the model's ISA.
+
+CPUID interception: with kernel CPUID faulting (``arch_prctl(ARCH_SET_CPUID)``)
+every CPUID traps; without it (e.g. an AMD guest: ENODEV) the tracer puts
+breakpoints on the CPUID instructions of the program's images (found by
+decoding them, :mod:`.ptrace_profile`).  The run's ``mix.meta`` records which.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..decode import chip_check, decode
+from ..mix import Mix
+from ..models import Cell, CpuModel
+from ..symbols import Symbolizer
+from .base import ProbeCommand, RunResult, Violation
+from .ptrace_profile import Site, image_sites, program_images, write_profile
+from .sde import run_process, tail_lines
+
+__all__ = ["PtraceBackend", "TracerOutput", "host_features", "parse_tracer_output", "tracer_path"]
+
+TRACER_ENV = "SDEMATRIX_TRACER"
+DEFAULT_MAX_STEPS = 50_000_000
+MAX_VIOLATIONS = 200
+
+# /proc/cpuinfo flag -> iced CpuidFeature name (the vocabulary of CpuModel.isa).
+_FLAG_TO_FEATURE = {
+    "fpu": "FPU",
+    "tsc": "TSC",
+    "cx8": "CX8",
+    "cmov": "CMOV",
+    "clflush": "CLFSH",
+    "mmx": "MMX",
+    "fxsr": "FXSR",
+    "sse": "SSE",
+    "sse2": "SSE2",
+    "syscall": "SYSCALL",
+    "sep": "SEP",
+    "pni": "SSE3",
+    "ssse3": "SSSE3",
+    "sse4_1": "SSE4_1",
+    "sse4_2": "SSE4_2",
+    "sse4a": "SSE4A",
+    "cx16": "CMPXCHG16B",
+    "popcnt": "POPCNT",
+    "movbe": "MOVBE",
+    "abm": "LZCNT",
+    "aes": "AES",
+    "pclmulqdq": "PCLMULQDQ",
+    "avx": "AVX",
+    "avx2": "AVX2",
+    "fma": "FMA",
+    "f16c": "F16C",
+    "bmi1": "BMI1",
+    "bmi2": "BMI2",
+    "adx": "ADX",
+    "rdrand": "RDRAND",
+    "rdseed": "RDSEED",
+    "rdtscp": "RDTSCP",
+    "rdpid": "RDPID",
+    "sha_ni": "SHA",
+    "xsave": "XSAVE",
+    "xsaveopt": "XSAVEOPT",
+    "xsavec": "XSAVEC",
+    "xsaves": "XSAVES",
+    "fsgsbase": "FSGSBASE",
+    "clflushopt": "CLFLUSHOPT",
+    "clwb": "CLWB",
+    "clzero": "CLZERO",
+    "avx512f": "AVX512F",
+    "avx512dq": "AVX512DQ",
+    "avx512cd": "AVX512CD",
+    "avx512bw": "AVX512BW",
+    "avx512vl": "AVX512VL",
+    "avx512ifma": "AVX512_IFMA",
+    "avx512vbmi": "AVX512_VBMI",
+    "avx512_vbmi2": "AVX512_VBMI2",
+    "avx512_vnni": "AVX512_VNNI",
+    "avx512_bitalg": "AVX512_BITALG",
+    "avx512_vpopcntdq": "AVX512_VPOPCNTDQ",
+    "avx512_bf16": "AVX512_BF16",
+    "avx512_fp16": "AVX512_FP16",
+    "avx512_vp2intersect": "AVX512_VP2INTERSECT",
+    "avx_vnni": "AVX_VNNI",
+    "gfni": "GFNI",
+    "vaes": "VAES",
+    "vpclmulqdq": "VPCLMULQDQ",
+    "pku": "PKU",
+    "movdiri": "MOVDIRI",
+    "movdir64b": "MOVDIR64B",
+    "serialize": "SERIALIZE",
+    "waitpkg": "WAITPKG",
+    "amx_tile": "AMX_TILE",
+    "amx_int8": "AMX_INT8",
+    "amx_bf16": "AMX_BF16",
+}
+# Names of model.isa this backend can compare with the host; any other name
+# (e.g. an AVX10 label iced does not know) is not a reason to skip.
+CHECKABLE_FEATURES = frozenset(_FLAG_TO_FEATURE.values())
+# The traced program runs on the host CPU, so a model can be traced here when
+# the host executes every instruction the program may pick *because the model
+# advertises it*: the library's tiers (AES, CLMUL, AVX*, AVX-512, VAES) and
+# glibc's ifunc-selected string/memory routines (SSE4.x, AVX2, BMI, EVEX,
+# ERMS-style moves).  Features no code in the probe's images dispatches on
+# (AMX, AVX512_FP16, PKU, WAITPKG, SERIALIZE, MOVDIR*, ...) may be advertised
+# by the model's CPUID while the host lacks them; should the program ever
+# execute one, the host raises SIGILL and the cell is an error, never a
+# silent pass.
+HOST_REQUIRED_FEATURES = frozenset({
+    "SSE", "SSE2", "SSE3", "SSSE3", "SSE4_1", "SSE4_2", "POPCNT", "CMPXCHG16B",
+    "MOVBE", "LZCNT", "AES", "PCLMULQDQ", "AVX", "AVX2", "FMA", "F16C", "BMI1",
+    "BMI2", "ADX", "XSAVE", "XSAVEC", "AVX512F", "AVX512DQ", "AVX512CD",
+    "AVX512BW", "AVX512VL", "AVX512_VBMI", "AVX512_VBMI2", "VAES", "VPCLMULQDQ",
+    "GFNI", "RDRAND", "RDSEED", "RDTSCP",
+})
+
+
+def host_features(cpuinfo: str | None = None) -> frozenset[str]:
+    """The host's features as iced names, from /proc/cpuinfo's first flags line."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return frozenset()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags = line.split(":", 1)[1].split()
+            return frozenset(_FLAG_TO_FEATURE[f] for f in flags if f in _FLAG_TO_FEATURE)
+    return frozenset()
+
+
+def tracer_path() -> Path | None:
+    """$SDEMATRIX_TRACER, else the package's _bin/vc-tracer."""
+    env = os.environ.get(TRACER_ENV)
+    if env:
+        return Path(env)
+    p = Path(__file__).resolve().parent.parent / "_bin" / "vc-tracer"
+    return p if p.exists() else None
+
+
+@dataclass
+class TracerOutput:
+    """The tracer's output file, parsed."""
+
+    cpuid_mode: str = "?"
+    cpuid_answered: int = 0
+    xgetbv_emulated: int = 0
+    steps: int = 0
+    regions: int = 0
+    truncated: bool = False
+    maps: dict[int, str] = field(default_factory=dict)  # space id -> maps text
+    insns: list[tuple[int, int, int, bytes]] = field(default_factory=list)  # space, addr, n, code
+    exit_kind: str | None = None  # "code" | "signal"
+    exit_value: int | None = None
+    complete: bool = False
+
+    @property
+    def exit_code(self) -> int | None:
+        """Shell-style: the exit code, or 128+signal."""
+        if self.exit_kind is None or self.exit_value is None:
+            return None
+        return self.exit_value if self.exit_kind == "code" else 128 + self.exit_value
+
+
+def parse_tracer_output(text: str) -> TracerOutput:
+    """Parse the tracer's output file; raises ValueError (one line) when corrupt."""
+    out = TracerOutput()
+    lines = text.splitlines()
+    if not lines or lines[0] != "vc-tracer-output 1":
+        raise ValueError("not a vc-tracer output file")
+    i = 1
+    while i < len(lines):
+        parts = lines[i].split()
+        i += 1
+        if not parts:
+            continue
+        key = parts[0]
+        try:
+            if key == "maps":
+                space = int(parts[1])
+                body: list[str] = []
+                while i < len(lines) and lines[i] != "endmaps":
+                    body.append(lines[i])
+                    i += 1
+                i += 1
+                out.maps[space] = "\n".join(body)
+            elif key == "insn":
+                code = bytes.fromhex(parts[4]) if len(parts) > 4 else b""
+                out.insns.append((int(parts[1]), int(parts[2], 16), int(parts[3]), code))
+            elif key == "cpuid_mode":
+                out.cpuid_mode = parts[1]
+            elif key in ("cpuid_answered", "xgetbv_emulated", "steps", "regions"):
+                setattr(out, key, int(parts[1]))
+            elif key == "truncated":
+                out.truncated = parts[1] == "1"
+            elif key == "exit":
+                out.exit_kind, out.exit_value = parts[1], int(parts[2])
+            elif key == "end":
+                out.complete = True
+        except (IndexError, ValueError) as e:
+            raise ValueError(f"corrupt vc-tracer output line {i}: {lines[i - 1][:80]!r}") from e
+    return out
+
+
+def _probe_report(stdout: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(report, None) or (None, why not)."""
+    try:
+        from ..probe import ProbeError, parse_probe_output
+    except ImportError:  # the probe module is optional for this backend
+        import json
+
+        for line in reversed(stdout.splitlines()):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                return obj, None
+        return None, "probe printed no JSON report"
+    try:
+        return parse_probe_output(stdout), None
+    except ProbeError as e:
+        return None, str(e)
+
+
+def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[Violation]]:
+    """Decode the recorded instructions into a Mix; chip-check each against
+    `model` (one Violation per offending address)."""
+    mix = Mix(source="ptrace")
+    symbolizers = {sid: Symbolizer(text) for sid, text in traced.maps.items()}
+    empty = Symbolizer("")
+    violations: list[Violation] = []
+    ranges: dict[tuple[str, str], tuple[int | None, int | None]] = {}
+    for space, addr, count, code in traced.insns:
+        insn = decode(code, addr)
+        loc = symbolizers.get(space, empty).locate(addr)
+        mix.add_instruction(
+            image=loc.image,
+            function=loc.function,
+            mnemonic=insn.mnemonic,
+            encoding=insn.encoding,
+            width=insn.width,
+            count=count,
+            isa_set=insn.isa_set,
+            isa_ext=insn.isa_ext,
+        )
+        ranges.setdefault((loc.function, loc.image), (loc.lo, loc.hi))
+        if model is not None and len(violations) < MAX_VIOLATIONS:
+            why = chip_check(insn, model)
+            if why is not None:
+                violations.append(
+                    Violation(
+                        reason=why,
+                        address=addr,
+                        function=loc.function,
+                        image=loc.image,
+                        mnemonic=insn.mnemonic,
+                        bytes_hex=code[: insn.length].hex(),
+                    )
+                )
+    for fm in mix.functions:
+        fm.lo, fm.hi = ranges.get((fm.name, fm.image), (None, None))
+    mix.meta.update(
+        {
+            "cpuid_mode": traced.cpuid_mode,
+            "cpuid_answered": traced.cpuid_answered,
+            "xgetbv_emulated": traced.xgetbv_emulated,
+            "steps": traced.steps,
+            "regions": traced.regions,
+            "distinct_addresses": len(traced.insns),
+            "truncated": traced.truncated,
+        }
+    )
+    return mix, violations
+
+
+class PtraceBackend:
+    name = "ptrace"
+
+    def __init__(self, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+        self.max_steps = max_steps
+        self._unavailable: str | None = None
+        self._checked = False
+        self._cpuid_mode: str | None = None
+
+    # -- availability -----------------------------------------------------
+    def unavailable_reason(self) -> str | None:
+        if not self._checked:
+            self._unavailable = self._check()
+            self._checked = True
+        return self._unavailable
+
+    def _check(self) -> str | None:
+        if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+            return f"ptrace backend needs Linux x86-64 (this is {platform.system()} {platform.machine()})"
+        tracer = tracer_path()
+        if tracer is None or not os.access(tracer, os.X_OK):
+            return (
+                f"tracer binary not found (set {TRACER_ENV} or build the package's _bin/vc-tracer)"
+            )
+        true = shutil.which("true")
+        if true is None:
+            return "cannot find `true` to test ptrace"
+        with tempfile.TemporaryDirectory(prefix="sdematrix-ptrace-") as tmp:
+            prof, out = Path(tmp) / "profile", Path(tmp) / "out"
+            prof.write_text("xcr0 7\n")
+            try:
+                proc = subprocess.run(
+                    [str(tracer), "--profile", str(prof), "--out", str(out), "--", true],
+                    check=False,
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                )
+            except (OSError, subprocess.TimeoutExpired) as e:
+                return f"cannot run the tracer: {e}"
+            if proc.returncode != 0 or not out.exists():
+                err = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+                return f"ptrace not permitted or tracer broken: {err}"
+            try:
+                self._cpuid_mode = parse_tracer_output(out.read_text()).cpuid_mode
+            except ValueError as e:
+                return f"tracer broken: {e}"
+        return None
+
+    def version(self) -> str | None:
+        tracer = tracer_path()
+        if tracer is None:
+            return None
+        try:
+            v = subprocess.run(
+                [str(tracer), "--version"], check=False, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if self.unavailable_reason() is None and self._cpuid_mode:
+            how = "CPUID faulting" if self._cpuid_mode == "fault" else "CPUID breakpoints"
+            v += f" ({how})"
+        return v or None
+
+    def cannot_run(self, model: CpuModel) -> str | None:
+        host = host_features()
+        missing = sorted((model.isa & CHECKABLE_FEATURES & HOST_REQUIRED_FEATURES) - host)
+        if missing:
+            return f"host CPU lacks {', '.join(missing)} needed by model {model.name}"
+        if model.max_vector_bits >= 512 and "AVX512F" not in host:
+            return f"host CPU has no 512-bit vectors needed by model {model.name}"
+        return None
+
+    # -- one cell -------------------------------------------------------------
+    def sites_for(self, exe: str, env: dict[str, str]) -> list[Site]:
+        return [s for img in program_images(exe, env) for s in image_sites(img)]
+
+    def run(
+        self,
+        cell: Cell,
+        model: CpuModel,
+        probe: ProbeCommand,
+        workdir: Path,
+        timeout: float,
+    ) -> RunResult:
+        t0 = time.monotonic()
+        result = RunResult(backend=self.name, status="error")
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+            tracer = tracer_path()
+            if tracer is None:
+                result.reason = f"tracer binary not found (set {TRACER_ENV})"
+                return result
+            exe = probe.argv[0]
+            if os.sep not in exe:
+                exe = shutil.which(exe) or exe
+            env = {**os.environ, **probe.env}
+            # one file pair per cell: cells of one run share `workdir` and run
+            # concurrently (--jobs)
+            profile = workdir / f"{cell.name}.ptrace-profile.txt"
+            out = workdir / f"{cell.name}.ptrace-trace.txt"
+            out.unlink(missing_ok=True)
+            write_profile(profile, model, self.sites_for(exe, env))
+            argv = [
+                str(tracer),
+                "--profile", str(profile),
+                "--out", str(out),
+                "--max-steps", str(self.max_steps),
+                "--", exe, *probe.argv[1:],
+            ]  # fmt: skip
+            proc = run_process(argv, env=env, cwd=workdir, timeout=timeout)
+        except (OSError, ValueError) as e:
+            result.reason = f"cannot run the tracer: {e}"
+            result.duration_s = time.monotonic() - t0
+            return result
+        result.duration_s = proc.duration_s
+        result.stdout_tail = tail_lines(proc.stdout)
+        result.stderr_tail = tail_lines(proc.stderr)
+        result.backend_version = "vc-tracer 1"
+        result.artifacts = {"profile": str(profile), "trace": str(out)}
+        if proc.timed_out:
+            result.status = "timeout"
+            result.reason = f"timed out after {timeout:g} s"
+            return result
+        if proc.flooded:
+            result.reason = "probe output flood (killed)"
+            return result
+        try:
+            traced = parse_tracer_output(out.read_text())
+        except (OSError, ValueError) as e:
+            last = (proc.stderr.strip().splitlines() or [str(e)])[-1]
+            result.reason = f"tracer failed (exit {proc.returncode}): {last}"
+            return result
+        result.exit_code = traced.exit_code
+        if not traced.complete:
+            result.reason = "tracer output incomplete"
+            return result
+        mix, violations = build_mix(traced, model)
+        mix.meta.update({"cell": cell.name, "model": model.name})
+        mix_file = workdir / "mix.json"
+        mix.save(mix_file)
+        result.artifacts["mix"] = str(mix_file)
+        result.mix = mix
+        result.violations = violations
+        result.probe, why = _probe_report(proc.stdout)
+        if traced.truncated:
+            result.reason = f"marked region exceeded {self.max_steps} single steps"
+        elif result.probe is None:
+            how = (
+                f"killed by signal {traced.exit_value}"
+                if traced.exit_kind == "signal"
+                else f"exit {traced.exit_value}"
+            )
+            last = (proc.stderr.strip().splitlines() or [""])[-1]
+            result.reason = f"{why} ({how}) {last}".strip()
+        else:
+            result.status = "ok"
+        return result

@@ -1,0 +1,352 @@
+"""The ``sdematrix`` command line.
+
+Sub-commands::
+
+    sdematrix run [--matrix FILE] [--cpu spr,icl,...] [--backend auto|sde|ptrace|qemu]
+                  [--sde-path PATH] [--junit FILE] [--out DIR] [--jobs N]
+                  [--timeout S] [--seed N]
+    sdematrix list-cpus [--matrix FILE] [--github-matrix]
+    sdematrix explain CPU [--matrix FILE]
+    sdematrix mix FILE              # an SDE mix file, normalised to JSON on stdout
+
+``--matrix`` defaults to ``./sde_matrix.yaml`` when it exists, else the copy
+shipped inside the package.
+
+Exit codes: 0 every cell passed (skips allowed); 1 some cell failed or errored;
+2 bad input (unreadable/invalid YAML, unknown CPU, unavailable backend,
+unwritable output, bad arguments, corrupt mix file); 130 interrupted (SIGINT /
+SIGTERM; JUnit and results for the finished cells are still written); 3 an
+unexpected internal error (one line; set ``SDEMATRIX_DEBUG=1`` for the
+traceback).  Every error is one line ``sdematrix: error: ...`` on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, NoReturn
+
+from . import __version__
+from .errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    BackendUnavailableError,
+    MatrixFileError,
+    SdeMatrixError,
+)
+from .models import DIRECTIONS, MODES, Matrix
+
+__all__ = ["EXIT_INTERNAL", "main"]
+
+EXIT_INTERNAL = 3
+PROG = "sdematrix"
+DEFAULT_OUT = "sdematrix-results"
+DEFAULT_TIMEOUT = 300.0
+
+
+class _UsageError(SdeMatrixError):
+    """Bad command-line arguments."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit 2 (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{message} (see '{self.prog} --help')")
+
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+
+
+def _matrix_path(arg: str | None) -> Path:
+    if arg:
+        return Path(arg)
+    local = Path("sde_matrix.yaml")
+    if local.is_file():
+        return local
+    shipped = resources.files("sdematrix").joinpath("sde_matrix.yaml")
+    if shipped.is_file():
+        return Path(str(shipped))
+    raise MatrixFileError(
+        "no sde_matrix.yaml in the current directory and none shipped with the package "
+        "(give --matrix FILE)"
+    )
+
+
+def _load(arg: str | None) -> Matrix:
+    from .matrix_file import load_matrix
+
+    return load_matrix(_matrix_path(arg))
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return v
+
+
+def _seed(text: str) -> int:
+    try:
+        v = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= v < 1 << 64:
+        raise argparse.ArgumentTypeError(f"must be a 64-bit unsigned integer: {text!r}")
+    return v
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    """Rows of dicts as an aligned text table (columns in first-seen order)."""
+    cols: list[str] = []
+    for r in rows:
+        cols.extend(k for k in r if k not in cols)
+    cells = [[("-" if r.get(c) is None else str(r.get(c, ""))) for c in cols] for r in rows]
+    widths = [max(len(x) for x in [c, *(row[i] for row in cells)]) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()]
+    lines += [
+        "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _emit(value: Any) -> None:
+    if isinstance(value, str):
+        sys.stdout.write(value if value.endswith("\n") else value + "\n")
+    else:
+        sys.stdout.write(json.dumps(value, indent=1) + "\n")
+
+
+# --------------------------------------------------------------------------
+# Summary table
+# --------------------------------------------------------------------------
+
+_RANK = {"error": 3, "fail": 2, "pass": 1, "skip": 0}
+
+
+def _symbols() -> dict[str, str]:
+    enc = (getattr(sys.stdout, "encoding", None) or "").lower()
+    if "utf" in enc:
+        return {"pass": "✓", "fail": "✗", "error": "!", "skip": "-"}
+    return {"pass": "ok", "fail": "X", "error": "!", "skip": "-"}
+
+
+def summary_table(report: Any) -> str:
+    """CPU x (mode, direction): the path that ran and a pass/fail symbol,
+    worst status over the cell's workloads."""
+    sym = _symbols()
+    cols = [(m, d) for m in MODES for d in DIRECTIONS]
+    heads = [f"{m}/{d[:3]}" for m, d in cols]
+    grid: dict[tuple[str, str, str], list[Any]] = {}
+    for rec in report.records:
+        c = rec.cell
+        grid.setdefault((c.cpu, c.mode, c.direction), []).append(rec.outcome)
+    cpus = list(dict.fromkeys(c.cpu for c in report.cells))
+    rows: list[list[str]] = []
+    for cpu in cpus:
+        row = [cpu]
+        for m, d in cols:
+            outs = grid.get((cpu, m, d), [])
+            if not outs:
+                row.append("")
+                continue
+            worst = max(outs, key=lambda o: _RANK[o.status])
+            ran = [o.path for o in outs if o.path]
+            path = ran[0] if ran else (worst.expected_path or "")
+            if worst.status == "fail" and worst.path and worst.path != worst.expected_path:
+                path = f"{worst.path}!={worst.expected_path}"
+            row.append(f"{sym[worst.status]} {path}".rstrip())
+        rows.append(row)
+    header = ["cpu", *heads]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    counts = {s: report.count(s) for s in ("pass", "fail", "error", "skip")}
+    tail = (
+        f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors, "
+        f"{counts['skip']} skipped"
+    )
+    if report.not_run:
+        tail += f", {len(report.not_run)} not run (interrupted)"
+    lines.append(tail + f" in {report.duration_s:.1f}s")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------
+# Sub-commands
+# --------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .backends.registry import BackendSelector
+    from .junit import prepare_out_dir, write_junit, write_results
+    from .matrix_file import select_cpus
+    from .progress import Progress
+    from .runner import run_cells
+
+    matrix = _load(args.matrix)
+    cpus = select_cpus(matrix, args.cpu) if args.cpu else list(matrix.models)
+    selector = BackendSelector(matrix, args.backend, sde_path=args.sde_path)
+    if args.sde_path and "sde" in selector.unavailable:
+        raise BackendUnavailableError(f"--sde-path: {selector.unavailable['sde']}")
+    out = Path(args.out)
+    prepare_out_dir(out)
+    junit_path = Path(args.junit) if args.junit else None
+    if junit_path is not None:
+        # fail now, not after the run, when the JUnit file cannot be written
+        write_probe = junit_path.parent / f".{junit_path.name}.write-test"
+        try:
+            junit_path.parent.mkdir(parents=True, exist_ok=True)
+            write_probe.write_text("")
+            write_probe.unlink()
+        except OSError as e:
+            from .errors import OutputDirError
+
+            raise OutputDirError(
+                f"cannot write JUnit file {junit_path}: {e.strerror or e}"
+            ) from None
+
+    cells = matrix.cells(cpus)
+    progress = Progress(len(cells))
+    report = run_cells(
+        matrix,
+        cells,
+        selector,
+        workdir=out / "work",
+        jobs=args.jobs,
+        timeout=args.timeout,
+        seed=args.seed,
+        progress=progress,
+    )
+    write_results(out, report)
+    if junit_path is not None:
+        write_junit(junit_path, report)
+    sys.stdout.write(summary_table(report))
+    sys.stdout.write(f"results: {out}/results.json  junit: {junit_path or out / 'junit.xml'}\n")
+    sys.stdout.flush()
+    if report.interrupted:
+        print(f"{PROG}: error: interrupted; results for finished cells written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def cmd_list_cpus(args: argparse.Namespace) -> int:
+    from . import explain as ex
+
+    matrix = _load(args.matrix)
+    if args.github_matrix:
+        # one line, for `echo "matrix=$(sdematrix list-cpus --github-matrix)" >> $GITHUB_OUTPUT`
+        sys.stdout.write(json.dumps(ex.github_matrix(matrix), separators=(",", ":")) + "\n")
+    else:
+        sys.stdout.write(_table(ex.list_cpus(matrix)))
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from . import explain as ex
+
+    matrix = _load(args.matrix)
+    _emit(ex.explain(matrix, args.cpu))
+    return EXIT_OK
+
+
+def cmd_mix(args: argparse.Namespace) -> int:
+    from .sde_mix import parse_mix_file
+
+    mix = parse_mix_file(args.file)
+    indent = None if args.compact else 1
+    sys.stdout.write(json.dumps(mix.to_json(), indent=indent) + "\n")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Run vaescrypt across a matrix of CPU models.")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    matrix_help = "matrix file (default: ./sde_matrix.yaml, else the packaged copy)"
+    r = sub.add_parser("run", help="run the matrix and judge every cell")
+    r.add_argument("--matrix", help=matrix_help)
+    r.add_argument("--cpu", help="comma-separated CPU names (default: all)")
+    r.add_argument("--backend", default="auto", choices=["auto", "sde", "ptrace", "qemu"])
+    r.add_argument(
+        "--sde-path", help="sde64 executable or SDE kit directory (else $SDE_PATH, PATH)"
+    )
+    r.add_argument("--junit", help="also write the JUnit XML here")
+    r.add_argument("--out", default=DEFAULT_OUT, help=f"results directory (default: {DEFAULT_OUT})")
+    r.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1,
+                   help="cells run concurrently (default: CPU count)")  # fmt: skip
+    r.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT,
+                   help=f"per-cell timeout in seconds (default: {DEFAULT_TIMEOUT:g})")  # fmt: skip
+    r.add_argument(
+        "--seed", type=_seed, default=None, help="probe input seed (default: the matrix's)"
+    )
+    r.set_defaults(func=cmd_run)
+
+    lc = sub.add_parser("list-cpus", help="list the CPU models of the matrix")
+    lc.add_argument("--matrix", help=matrix_help)
+    lc.add_argument("--github-matrix", action="store_true",
+                    help="print a GitHub Actions strategy matrix (JSON)")  # fmt: skip
+    lc.set_defaults(func=cmd_list_cpus)
+
+    e = sub.add_parser("explain", help="explain the expected paths of one CPU model")
+    e.add_argument("cpu")
+    e.add_argument("--matrix", help=matrix_help)
+    e.set_defaults(func=cmd_explain)
+
+    m = sub.add_parser("mix", help="normalise an SDE mix file to JSON on stdout")
+    m.add_argument("file")
+    m.add_argument("--compact", action="store_true", help="one-line JSON")
+    m.set_defaults(func=cmd_mix)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        code = int(args.func(args))
+    except SdeMatrixError as e:
+        msg = " ".join(str(e).split()) or type(e).__name__
+        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        code = e.exit_code
+    except KeyboardInterrupt:
+        print(f"{PROG}: error: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        code = EXIT_OK
+    except Exception as e:  # noqa: BLE001 - the CLI never shows a traceback by default
+        if os.environ.get("SDEMATRIX_DEBUG"):
+            traceback.print_exc()
+        msg = " ".join(str(e).split())
+        print(f"{PROG}: error: internal error: {type(e).__name__}: {msg}", file=sys.stderr)
+        code = EXIT_INTERNAL
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

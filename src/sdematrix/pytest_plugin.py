@@ -1,0 +1,199 @@
+"""pytest plugin: check the dispatcher on chosen CPU models, from pytest.
+
+    pytest --sde-cpu=spr,icl,snb [--sde-backend auto|sde|ptrace|qemu]
+           [--sde-path PATH/sde64] [--sde-matrix sde_matrix.yaml]
+
+* Without ``--sde-cpu`` the plugin only registers its options and marker: it
+  loads nothing and adds no tests.
+* With it, the shipped module :mod:`sdematrix.testing.test_sde_matrix` is added
+  to the run: per selected CPU, per cell of the matrix, one test per check
+  (``dispatch``: the expected path ran; ``mix``: the path's instruction-mix
+  signature holds; ``chip``: no instruction outside the model; ``answer``: the
+  output digest equals ``cryptography``'s).  Each cell runs once per session
+  (per xdist worker) and its four checks read the same result.
+* Your own tests can take the ``sde_cpu`` fixture (parametrised over the
+  selected CPUs) and call ``sde_cpu.run(mode, direction, key_bits, length)``.
+* Properties ``cpu``, ``backend``, ``path`` and ``expected_path`` are recorded
+  with ``record_property``, so ``--junitxml`` carries them.
+* Unknown CPU names are a usage error listing the valid names.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SHIPPED_TESTS = Path(__file__).resolve().parent / "testing" / "test_sde_matrix.py"
+CHECKS = ("dispatch", "mix", "chip", "answer")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("sdematrix", "CPU-model matrix (sdematrix)")
+    g.addoption("--sde-cpu", default=None, metavar="CPUS",
+                help="comma-separated CPU models from sde_matrix.yaml, or 'all'")
+    g.addoption("--sde-backend", default="auto", choices=("auto", "sde", "ptrace", "qemu"),
+                help="backend that runs the cells (default: auto)")
+    g.addoption("--sde-path", default=None, metavar="PATH", help="path to Intel SDE's sde64")
+    g.addoption("--sde-matrix", default=None, metavar="FILE",
+                help="matrix file (default: ./sde_matrix.yaml or the shipped one)")
+    g.addoption("--sde-timeout", default=300.0, type=float, metavar="S",
+                help="per-cell timeout in seconds")
+
+
+@dataclass
+class SdeSession:
+    """What one pytest process (controller or xdist worker) shares."""
+
+    matrix: Any
+    cpus: list[str]
+    backend: str
+    sde_path: str | None
+    timeout: float
+    workdir: Path
+    _selector: Any = None
+    _cache: dict[str, Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def selector(self) -> Any:
+        from .backends.registry import BackendSelector
+
+        if self._selector is None:
+            self._selector = BackendSelector(self.matrix, self.backend, sde_path=self.sde_path)
+        return self._selector
+
+    def run_cell(self, cell: Any) -> Any:
+        """The CellRecord of `cell`, running it on first use."""
+        from .runner import run_cells
+
+        with self._lock:
+            rec = self._cache.get(cell.name)
+            if rec is None:
+                report = run_cells(self.matrix, [cell], self.selector(),
+                                   workdir=self.workdir, jobs=1, timeout=self.timeout,
+                                   handle_signals=False)
+                rec = report.records[0]
+                self._cache[cell.name] = rec
+            return rec
+
+
+def _session(config: pytest.Config) -> SdeSession | None:
+    return getattr(config, "_sdematrix_session", None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sde_cpu: test runs per CPU model chosen with --sde-cpu")
+    spec = config.getoption("sde_cpu")
+    if not spec:
+        return
+    from .cli import _matrix_path
+    from .errors import SdeMatrixError
+    from .matrix_file import load_matrix, select_cpus
+
+    try:
+        matrix = load_matrix(_matrix_path(config.getoption("sde_matrix")))
+        cpus = select_cpus(matrix, spec)
+        backend = config.getoption("sde_backend")
+        if backend != "auto":  # an explicitly named backend must exist: fail at start
+            from .backends.registry import BackendSelector
+
+            BackendSelector(matrix, backend, sde_path=config.getoption("sde_path"))
+    except SdeMatrixError as e:
+        raise pytest.UsageError(f"--sde-cpu: {e}") from None
+    workdir = Path(tempfile.mkdtemp(prefix="sdematrix-pytest-"))
+    config._sdematrix_session = SdeSession(  # type: ignore[attr-defined]
+        matrix=matrix,
+        cpus=cpus,
+        backend=config.getoption("sde_backend"),
+        sde_path=config.getoption("sde_path"),
+        timeout=config.getoption("sde_timeout"),
+        workdir=workdir,
+    )
+    if config.getoption("sde_path"):
+        os.environ.setdefault("SDE_PATH", config.getoption("sde_path"))
+    shipped = str(SHIPPED_TESTS)
+    if shipped not in config.args:
+        config.args.append(shipped)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    sess = _session(metafunc.config)
+    if "sde_cpu" in metafunc.fixturenames:
+        if sess is None:
+            metafunc.parametrize(
+                "sde_cpu",
+                [pytest.param(None, marks=pytest.mark.skip(reason="no --sde-cpu given"))],
+                indirect=True,
+            )
+        else:
+            metafunc.parametrize("sde_cpu", sess.cpus, indirect=True, ids=sess.cpus)
+    if "sde_cell" in metafunc.fixturenames and "sde_check" in metafunc.fixturenames:
+        if sess is None:
+            metafunc.parametrize(
+                ("sde_cell", "sde_check"),
+                [pytest.param(None, None, marks=pytest.mark.skip(reason="no --sde-cpu given"))],
+            )
+            return
+        params = []
+        for cell in sess.matrix.cells(sess.cpus):
+            for check in CHECKS:
+                params.append(pytest.param(cell, check, id=f"{cell.name}-{check}"))
+        metafunc.parametrize(("sde_cell", "sde_check"), params)
+
+
+@dataclass
+class SdeCpu:
+    """The `sde_cpu` fixture's value: one CPU model and a way to run cells on it."""
+
+    name: str
+    model: Any
+    session: SdeSession
+    record_property: Any
+
+    def run(self, mode: str, direction: str, key_bits: int = 256, length: int = 64) -> Any:
+        """Run one cell; returns the runner's CellRecord (outcome, result)."""
+        from .models import Cell
+
+        rec = self.session.run_cell(Cell(self.name, mode, direction, key_bits, length))
+        record(self.record_property, rec)
+        return rec
+
+
+def record(record_property: Any, rec: Any) -> None:
+    o = rec.outcome
+    record_property("cpu", o.cell.cpu)
+    record_property("backend", o.backend or "")
+    record_property("path", o.path or "")
+    record_property("expected_path", o.expected_path or "")
+
+
+@pytest.fixture
+def sde_cpu(request: pytest.FixtureRequest, record_property: Any) -> SdeCpu:
+    sess = _session(request.config)
+    if sess is None or request.param is None:
+        pytest.skip("no --sde-cpu given")
+    return SdeCpu(request.param, sess.matrix.models[request.param], sess, record_property)
+
+
+@pytest.fixture
+def sde_session(request: pytest.FixtureRequest) -> SdeSession:
+    sess = _session(request.config)
+    if sess is None:
+        pytest.skip("no --sde-cpu given")
+    return sess
+
+
+def classify(reason: str) -> str:
+    """Which check a verdict reason belongs to."""
+    if reason.startswith("path:"):
+        return "dispatch"
+    if reason.startswith("chip check"):
+        return "chip"
+    if reason.startswith(("digest:", "probe status", "the probe did not finish")):
+        return "answer"
+    return "mix"

@@ -1,0 +1,201 @@
+"""The heat-map as GitHub-flavoured markdown, for a CI job's step summary.
+
+Same grid as the HTML report -- CPU models as rows, (mode, direction) as
+columns, workloads of one square folded into the worst status -- with
+symbols instead of colours: ✅ pass, ❌ fail, ⚠️ error, ⏭ skip, ⏸ not run; the
+chosen path in each square and "expected X" where it differs.  Under it the
+counts, the failure / error reasons (first reason per cell, clipped) and one
+line per skipped model.
+
+GitHub caps a step summary at 1 MiB; this stays far below: reasons are
+clipped to :data:`MAX_REASON` characters, at most :data:`MAX_PROBLEMS` cells
+are listed, and the whole text is held under :data:`BUDGET` bytes (list items
+beyond it are replaced by a count).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import OutputDirError
+from .load import CellGroup, CellResult, RunResults, load_results
+
+__all__ = ["BUDGET", "SYMBOLS", "emit_step_summary", "render_markdown", "write_markdown"]
+
+SYMBOLS: dict[str, str] = {
+    "pass": "✅", "fail": "❌", "error": "⚠️", "skip": "⏭", "not_run": "⏸",
+}  # fmt: skip
+STATUS_WORD = {"pass": "pass", "fail": "fail", "error": "error", "skip": "skip",
+               "not_run": "not run"}  # fmt: skip
+MAX_REASON = 240
+MAX_PROBLEMS = 40
+BUDGET = 60 * 1024  # bytes; GitHub's limit is 1 MiB per step
+
+
+def _md(text: str) -> str:
+    """Make free text safe inside a table cell / list item."""
+    text = " ".join(str(text).split())
+    return (
+        text.replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("`", "'")
+    )
+
+
+def _clip(text: str, n: int = MAX_REASON) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _square(g: CellGroup) -> str:
+    status = g.status
+    sym = SYMBOLS.get(status, "?")
+    path = g.path
+    exp = g.expected_path
+    if path:
+        text = f"{sym} {' / '.join(g.paths)}"
+        if exp and exp != path:
+            text += f" (expected {exp})"
+    elif status in ("skip", "not_run"):
+        text = f"{sym} {'skip' if status == 'skip' else 'not run'}"
+    else:
+        text = f"{sym} {status}" + (f" (expected {exp})" if exp else "")
+    n = len(g.cells)
+    k = g.count(status)
+    if n > 1 and k != n:
+        text += f" ({k} of {n} {STATUS_WORD.get(status, status)})"
+    return _md(text)
+
+
+def _table(res: RunResults) -> list[str]:
+    groups = res.groups()
+    cols = res.columns
+    short = {"encrypt": "enc", "decrypt": "dec"}
+    head = "| CPU | " + " | ".join(f"{m} {short.get(d, d)}" for m, d in cols) + " |"
+    sep = "|---|" + "---|" * len(cols)
+    lines = [head, sep]
+    for cpu in res.cpus:
+        if not any(k[0] == cpu for k in groups):
+            continue
+        row = [f"**{_md(cpu)}**"]
+        for mode, d in cols:
+            g = groups.get((cpu, mode, d))
+            row.append(_square(g) if g else "")
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _problem_lines(res: RunResults) -> list[str]:
+    bad = [c for c in res.cells if c.status in ("fail", "error")]
+    bad.sort(key=lambda c: (0 if c.status == "fail" else 1, c.name))
+    out: list[str] = []
+    for c in bad:
+        first = c.reasons[0] if c.reasons else c.status
+        more = f" (+{len(c.reasons) - 1} more)" if len(c.reasons) > 1 else ""
+        out.append(f"- {SYMBOLS[c.status]} `{c.name}`: {_md(_clip(first))}{more}")
+    return out
+
+
+def _skip_lines(res: RunResults) -> list[str]:
+    by_cpu: dict[str, list[CellResult]] = {}
+    for c in res.cells:
+        if c.status in ("skip", "not_run"):
+            by_cpu.setdefault(c.cpu, []).append(c)
+    out: list[str] = []
+    for cpu, cs in by_cpu.items():
+        reasons = list(dict.fromkeys(c.reasons[0] if c.reasons else c.status for c in cs))
+        sym = SYMBOLS["skip"] if any(c.status == "skip" for c in cs) else SYMBOLS["not_run"]
+        out.append(
+            f"- {sym} **{_md(cpu)}** ({len(cs)} cell{'s' if len(cs) != 1 else ''}): "
+            f"{_md(_clip('; '.join(reasons)))}"
+        )
+    return out
+
+
+def _fit(lines: list[str], budget: int, what: str, limit: int) -> list[str]:
+    """Keep list items while they fit `budget` bytes and `limit` items."""
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        size = len(line.encode()) + 1
+        if len(kept) >= limit or used + size > budget:
+            break
+        kept.append(line)
+        used += size
+    if len(kept) < len(lines):
+        kept.append(f"- … and {len(lines) - len(kept)} more {what} (see the HTML report)")
+    return kept
+
+
+def render_markdown(res: RunResults) -> str:
+    c = res.counts
+    bad = c.get("fail", 0) + c.get("error", 0)
+    verdict = "❌ **failures**" if c.get("fail", 0) else ("⚠️ **errors**" if bad else "✅ **ok**")
+    counts = " · ".join(
+        f"{SYMBOLS[s]} {c.get(s, 0)} {s.replace('_', ' ')}"
+        for s in ("pass", "fail", "error", "skip", "not_run")
+        if c.get(s, 0) or s in ("pass", "fail", "error")
+    )
+    lines = [f"### sdematrix matrix: {verdict}", "", counts, ""]
+    backends = []
+    for name, b in res.backends.items():
+        if isinstance(b, dict) and b.get("available"):
+            backends.append(f"{name} ({b.get('version') or '?'})")
+    host = res.host.get("cpu_model_name")
+    info = []
+    if backends:
+        info.append("backend " + ", ".join(backends))
+    if host:
+        info.append(f"host {host}")
+    if res.duration_s is not None:
+        info.append(f"{res.duration_s:.1f} s")
+    if res.meta.get("interrupted"):
+        info.append("**interrupted**")
+    if info:
+        lines += ["<sub>" + _md(" · ".join(info)).replace("**interrupted**", "interrupted")
+                  + "</sub>", ""]  # fmt: skip
+    lines += _table(res)
+    lines.append("")
+    head = "\n".join(lines)
+    remaining = BUDGET - len(head.encode()) - 512
+    problems = _problem_lines(res)
+    skips = _skip_lines(res)
+    tail: list[str] = []
+    if problems:
+        tail += ["", f"**Failures and errors ({len(problems)})**", ""]
+        tail += _fit(problems, max(1024, remaining * 3 // 4), "failures", MAX_PROBLEMS)
+    if skips:
+        used = len("\n".join(tail).encode())
+        tail += ["", "**Skipped**", ""]
+        tail += _fit(skips, max(512, remaining - used), "skipped models", MAX_PROBLEMS)
+    warnings = res.all_warnings()
+    if warnings:
+        first = _md(_clip(warnings[0]))
+        tail += ["", f"<sub>{len(warnings)} report warning(s); first: {first}</sub>"]
+    return head + "\n".join(tail) + "\n"
+
+
+def write_markdown(results_dir: str | Path) -> str:
+    """The markdown summary of `results_dir` (raises ResultsDirError, one line)."""
+    return render_markdown(load_results(results_dir))
+
+
+def emit_step_summary(results_dir: str | Path) -> Path | None:
+    """Append the summary to ``$GITHUB_STEP_SUMMARY`` when set; return that path
+    (None when the variable is unset or empty)."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    text = write_markdown(results_dir)
+    path = Path(target)
+    try:
+        with path.open("a", encoding="utf-8") as f:
+            f.write(text + "\n")
+    except OSError as e:
+        raise OutputDirError(
+            f"cannot append to GITHUB_STEP_SUMMARY {path}: {e.strerror or e}"
+        ) from None
+    return path

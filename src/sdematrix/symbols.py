@@ -1,0 +1,198 @@
+"""Map run-time addresses to (image, function) from a /proc/PID/maps snapshot and
+the images' ELF symbol tables (pyelftools).
+
+Used by the ptrace and QEMU backends to attribute executed instructions.  Each
+ELF file is read once per process (cached on path, size and mtime).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
+
+__all__ = ["ElfImage", "Location", "Mapping", "Symbolizer", "load_image", "parse_maps"]
+
+
+@dataclass(frozen=True)
+class Mapping:
+    lo: int
+    hi: int
+    perms: str
+    offset: int
+    path: str  # file path, "[vdso]", "[heap]", or "" for anonymous
+
+
+@dataclass(frozen=True)
+class Location:
+    image: str  # path of the mapped file, or "[vdso]"/"?" ...
+    function: str  # symbol name, or "image+0xOFF" when no symbol covers it
+    lo: int | None = None  # run-time range of the function, when known
+    hi: int | None = None
+
+
+def parse_maps(text: str) -> list[Mapping]:
+    """Parse /proc/PID/maps lines (malformed lines are skipped)."""
+    out: list[Mapping] = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 5 or "-" not in parts[0]:
+            continue
+        try:
+            lo_s, hi_s = parts[0].split("-", 1)
+            lo, hi, off = int(lo_s, 16), int(hi_s, 16), int(parts[2], 16)
+        except ValueError:
+            continue
+        path = parts[5].strip() if len(parts) > 5 else ""
+        out.append(Mapping(lo, hi, parts[1], off, path))
+    out.sort(key=lambda m: m.lo)
+    return out
+
+
+@dataclass
+class ElfImage:
+    """What we need of one ELF file: its load segments and function symbols."""
+
+    path: str
+    segments: list[tuple[int, int, int]]  # (file offset, file size, vaddr) of PT_LOADs
+    sym_addrs: list[int]  # sorted start vaddrs
+    syms: list[tuple[int, int, str]]  # (vaddr, size, name), same order
+
+    def vaddr_of_offset(self, off: int) -> int | None:
+        for fo, fsz, va in self.segments:
+            if fo <= off < fo + max(fsz, 1):
+                return va + (off - fo)
+        return None
+
+    def offset_of_vaddr(self, vaddr: int) -> int | None:
+        for fo, fsz, va in self.segments:
+            if va <= vaddr < va + fsz:
+                return fo + (vaddr - va)
+        return None
+
+    def function_at(self, vaddr: int) -> tuple[str, int, int] | None:
+        """(name, start, end) of the function symbol covering `vaddr`; a symbol
+        without a size covers up to the next symbol."""
+        i = bisect.bisect_right(self.sym_addrs, vaddr) - 1
+        while i >= 0:
+            start, size, name = self.syms[i]
+            if size and start <= vaddr < start + size:
+                return name, start, start + size
+            if not size:
+                end = self.sym_addrs[i + 1] if i + 1 < len(self.syms) else start + 1
+                if start <= vaddr < end:
+                    return name, start, end
+            # A sized symbol that ends before vaddr: maybe an enclosing alias
+            # at the same start exists just before it; otherwise give up.
+            if i > 0 and self.syms[i - 1][0] == start:
+                i -= 1
+                continue
+            return None
+        return None
+
+
+def _read_image(path: str) -> ElfImage:
+    segments: list[tuple[int, int, int]] = []
+    found: dict[int, tuple[int, str]] = {}
+    with open(path, "rb") as fh:
+        elf = ELFFile(fh)
+        for seg in elf.iter_segments():
+            if seg["p_type"] == "PT_LOAD":
+                segments.append((seg["p_offset"], seg["p_filesz"], seg["p_vaddr"]))
+        for sec in elf.iter_sections():
+            if not isinstance(sec, SymbolTableSection):
+                continue
+            for sym in sec.iter_symbols():
+                if sym["st_info"]["type"] not in ("STT_FUNC", "STT_GNU_IFUNC"):
+                    continue
+                if sym["st_shndx"] == "SHN_UNDEF" or not sym.name:
+                    continue
+                addr, size = int(sym["st_value"]), int(sym["st_size"])
+                old = found.get(addr)
+                # Prefer a sized symbol, then the shorter (less mangled) name.
+                if (
+                    old is None
+                    or (size and not old[0])
+                    or (bool(size) == bool(old[0]) and len(sym.name) < len(old[1]))
+                ):
+                    found[addr] = (size, sym.name)
+    syms = sorted((a, s, n) for a, (s, n) in found.items())
+    return ElfImage(path=path, segments=segments, sym_addrs=[s[0] for s in syms], syms=syms)
+
+
+@lru_cache(maxsize=64)
+def _load_cached(path: str, size: int, mtime_ns: int) -> ElfImage | None:
+    del size, mtime_ns  # cache key only
+    try:
+        return _read_image(path)
+    except (OSError, ELFError, ValueError):
+        return None
+
+
+def load_image(path: str) -> ElfImage | None:
+    """The ElfImage of `path`, or None when it is not a readable ELF file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return _load_cached(path, st.st_size, st.st_mtime_ns)
+
+
+class Symbolizer:
+    """Resolves addresses of one address space (one maps snapshot)."""
+
+    def __init__(self, maps: list[Mapping] | str) -> None:
+        self.maps = parse_maps(maps) if isinstance(maps, str) else sorted(maps, key=lambda m: m.lo)
+        self._los = [m.lo for m in self.maps]
+        self._cache: dict[int, Location] = {}
+
+    def mapping_at(self, addr: int) -> Mapping | None:
+        i = bisect.bisect_right(self._los, addr) - 1
+        if i >= 0 and self.maps[i].lo <= addr < self.maps[i].hi:
+            return self.maps[i]
+        return None
+
+    def image_base(self, path: str) -> int | None:
+        """Load bias of `path`: run-time address minus ELF vaddr."""
+        img = load_image(path)
+        if img is None:
+            return None
+        for m in self.maps:
+            if m.path == path:
+                va = img.vaddr_of_offset(m.offset)
+                if va is not None:
+                    return m.lo - va
+        return None
+
+    def locate(self, addr: int) -> Location:
+        loc = self._cache.get(addr)
+        if loc is None:
+            loc = self._locate(addr)
+            self._cache[addr] = loc
+        return loc
+
+    def _locate(self, addr: int) -> Location:
+        m = self.mapping_at(addr)
+        if m is None:
+            return Location("?", f"?+{addr:#x}")
+        if not m.path.startswith("/"):
+            return Location(m.path or "[anon]", f"{m.path or '[anon]'}+{addr - m.lo:#x}")
+        off = m.offset + (addr - m.lo)
+        img = load_image(m.path)
+        base = os.path.basename(m.path)
+        if img is None:
+            return Location(m.path, f"{base}+{off:#x}")
+        vaddr = img.vaddr_of_offset(off)
+        if vaddr is None:
+            return Location(m.path, f"{base}+{off:#x}")
+        fn = img.function_at(vaddr)
+        if fn is None:
+            return Location(m.path, f"{base}+{vaddr:#x}")
+        name, start, end = fn
+        bias = addr - vaddr
+        return Location(m.path, name, start + bias, end + bias)

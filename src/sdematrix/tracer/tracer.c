@@ -1,0 +1,1006 @@
+/*
+ * vc-tracer: run a program on the host CPU while it sees a CPU model's CPUID,
+ * and record the exact instruction stream of its SSC-marked regions.
+ *
+ *   vc-tracer --profile FILE --out FILE [--max-steps N] [--cpuid-mode auto|fault|bp]
+ *             -- prog args...
+ *
+ * How the program is made to see the model
+ * ----------------------------------------
+ * CPUID:  two mechanisms, chosen per exec ("auto" tries them in this order):
+ *   fault  At the exec stop (before ld.so's first instruction) we inject
+ *          arch_prctl(ARCH_SET_CPUID, 0) into the child: the kernel then makes
+ *          every CPUID raise SIGSEGV, which we answer from the profile.  The
+ *          setting is inherited by fork/clone and reset by execve, so we
+ *          re-inject after every exec (after stepping out of the execve: its
+ *          return value would otherwise overwrite RAX of the injected call).
+ *   bp     When the kernel or CPU has no CPUID faulting (arch_prctl: ENODEV,
+ *          e.g. AMD guests), the profile lists the CPUID instructions of the
+ *          images (found by decoding them, see backends/ptrace_profile.py);
+ *          each gets an int3 and is answered the same way.  A CPUID outside
+ *          the listed images (JIT code) would see the host: that is the limit.
+ * XGETBV: never trapped by the hardware; the profile lists its occurrences in
+ *          the images and each gets an int3: XGETBV(0) answers the model's
+ *          XCR0, other ECX values execute the real instruction.
+ * Images mapped later (dlopen, ld.so loading libc) are armed when an
+ * mmap/mprotect with PROT_EXEC returns (the tracee runs under PTRACE_SYSCALL).
+ *
+ * SSC marks (`mov ebx, imm32; 64 67 90`) are listed in the profile too; their
+ * `64` byte gets an int3.  EBX=0x111 starts single-stepping the thread that hit
+ * it, 0x222 stops.  While stepping we count every instruction by its address
+ * before it executes (a rep-prefixed instruction that single-steps once per
+ * iteration is counted once per visit).
+ *
+ * Profile file (text, one record per line, numbers in hex without 0x):
+ *   cpuid LEAF SUBLEAF EAX EBX ECX EDX
+ *   xcr0 VALUE
+ *   site cpuid|xgetbv|mark FILEOFFSET PATH     (PATH = rest of the line)
+ * Output file: see write_output().
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/ptrace.h>
+
+#include <cpuid.h>
+
+#define ARCH_SET_CPUID 0x1012
+#define SYS_ARCH_PRCTL 158
+#define MARK_START 0x111u
+#define MARK_STOP 0x222u
+#define PROT_EXEC_BIT 0x4
+
+enum site_kind { SITE_CPUID, SITE_XGETBV, SITE_MARK };
+enum cpuid_mode { MODE_AUTO, MODE_FAULT, MODE_BP };
+
+struct leaf {
+    uint32_t leaf, sub, a, b, c, d;
+};
+
+struct site {          /* from the profile: a file offset in an image */
+    enum site_kind kind;
+    uint64_t off;
+    char *path;
+};
+
+struct bp {            /* an armed breakpoint in one address space */
+    uint64_t addr;
+    enum site_kind kind;
+    uint8_t orig;
+};
+
+struct space {         /* one address space (process) */
+    int id;
+    pid_t tgid;
+    bool fault;        /* CPUID faulting active in this process */
+    bool maps_saved;
+    struct bp *bps;
+    size_t nbps, capbps;
+};
+
+struct thread {
+    pid_t tid;
+    struct space *sp;
+    bool stepping;
+    bool exec_pending; /* inject + arm at the execve's syscall-exit stop */
+    bool new_stop_seen;
+    uint64_t last_rip;
+    uint64_t sc_nr, sc_prot;
+};
+
+struct rec {           /* per (space, address) execution count */
+    uint64_t addr;
+    int space;
+    uint64_t count;
+    uint8_t bytes[15];
+    uint8_t len;
+    bool used;
+};
+
+/* ---- global state ---------------------------------------------------- */
+static struct leaf *leaves;
+static size_t nleaves;
+static uint64_t xcr0_model = 0x7;
+static bool have_xcr0;
+static struct site *sites;
+static size_t nsites;
+static enum cpuid_mode want_mode = MODE_AUTO;
+static uint64_t max_steps = 200000000ull;
+
+static struct space **spaces;
+static size_t nspaces;
+static struct thread **threads;
+static size_t nthreads;
+
+static struct rec *recs;
+static size_t caprecs, nrecs;
+
+static uint64_t n_cpuid, n_xgetbv, n_steps, n_regions, n_inject_ok, n_inject_fail;
+static long last_inject_rc;
+static bool truncated;
+static char *maps_text;   /* accumulated "maps" sections */
+static size_t maps_len, maps_cap;
+
+static void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("vc-tracer: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(125);
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        die("out of memory");
+    return q;
+}
+
+static void append_maps(const char *s, size_t n)
+{
+    if (maps_len + n + 1 > maps_cap) {
+        maps_cap = (maps_len + n + 1) * 2;
+        maps_text = xrealloc(maps_text, maps_cap);
+    }
+    memcpy(maps_text + maps_len, s, n);
+    maps_len += n;
+    maps_text[maps_len] = 0;
+}
+
+/* ---- profile ------------------------------------------------------------ */
+static void load_profile(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        die("cannot open profile %s: %s", path, strerror(errno));
+    char line[4608];
+    size_t capl = 0, caps = 0;
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t n = strlen(line);
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = 0;
+        if (!n || line[0] == '#')
+            continue;
+        if (!strncmp(line, "cpuid ", 6)) {
+            struct leaf l;
+            if (sscanf(line + 6, "%" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32
+                       " %" SCNx32, &l.leaf, &l.sub, &l.a, &l.b, &l.c, &l.d) != 6)
+                die("%s:%d: bad cpuid line", path, lineno);
+            if (nleaves == capl)
+                leaves = xrealloc(leaves, (capl = capl * 2 + 16) * sizeof *leaves);
+            leaves[nleaves++] = l;
+        } else if (!strncmp(line, "xcr0 ", 5)) {
+            if (sscanf(line + 5, "%" SCNx64, &xcr0_model) != 1)
+                die("%s:%d: bad xcr0 line", path, lineno);
+            have_xcr0 = true;
+        } else if (!strncmp(line, "site ", 5)) {
+            char kind[16];
+            uint64_t off;
+            int pos = 0;
+            if (sscanf(line + 5, "%15s %" SCNx64 " %n", kind, &off, &pos) != 2 || !pos)
+                die("%s:%d: bad site line", path, lineno);
+            struct site s = {.off = off, .path = strdup(line + 5 + pos)};
+            if (!strcmp(kind, "cpuid"))
+                s.kind = SITE_CPUID;
+            else if (!strcmp(kind, "xgetbv"))
+                s.kind = SITE_XGETBV;
+            else if (!strcmp(kind, "mark"))
+                s.kind = SITE_MARK;
+            else
+                die("%s:%d: unknown site kind %s", path, lineno, kind);
+            if (nsites == caps)
+                sites = xrealloc(sites, (caps = caps * 2 + 64) * sizeof *sites);
+            sites[nsites++] = s;
+        } else {
+            die("%s:%d: unknown record", path, lineno);
+        }
+    }
+    fclose(f);
+    if (!have_xcr0)
+        die("%s: no xcr0 record", path);
+}
+
+static const struct leaf *find_leaf(uint32_t leaf, uint32_t sub)
+{
+    for (size_t i = 0; i < nleaves; i++)
+        if (leaves[i].leaf == leaf && leaves[i].sub == sub)
+            return &leaves[i];
+    return NULL;
+}
+
+/* Leaves whose output depends on ECX (the subleaf); others ignore it. */
+static bool subleaf_indexed(uint32_t leaf)
+{
+    static const uint32_t idx[] = {4,    7,    0xb,  0xd,  0xf,  0x10, 0x12, 0x14,
+                                   0x17, 0x18, 0x1a, 0x1b, 0x1d, 0x1e, 0x1f, 0x20,
+                                   0x23, 0x24, 0x8000001d, 0x80000020, 0x80000026};
+    for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++)
+        if (idx[i] == leaf)
+            return true;
+    return false;
+}
+
+/* The model's answer, following hardware rules for leaves it does not list:
+ * above the max basic / extended leaf an Intel CPU returns the highest basic
+ * leaf's data, an AMD CPU zeros; an unlisted leaf or subleaf below the max is
+ * zeros.  XSAVE area sizes (leaf 0xD EBX/ECX, subleaf 1 EBX) are raised to at
+ * least the host's: the real XCR0 stays the host's, so XSAVE writes the host's
+ * state size and a smaller buffer would be overrun. */
+static void answer_cpuid(uint32_t leaf, uint32_t sub, uint32_t out[4])
+{
+    out[0] = out[1] = out[2] = out[3] = 0;
+    const struct leaf *l0 = find_leaf(0, 0);
+    const struct leaf *e0 = find_leaf(0x80000000u, 0);
+    uint32_t max_basic = l0 ? l0->a : 0;
+    uint32_t max_ext = e0 ? e0->a : 0;
+    bool intel = l0 && l0->b == 0x756e6547u; /* "Genu" */
+    uint32_t q = leaf;
+    if (leaf < 0x40000000u) {
+        if (leaf > max_basic) {
+            if (!intel)
+                return;
+            q = max_basic;
+        }
+    } else if (leaf >= 0x80000000u && leaf < 0x90000000u) {
+        if (leaf > max_ext) {
+            if (!intel)
+                return;
+            q = max_basic;
+        }
+    }
+    uint32_t s = subleaf_indexed(q) ? sub : 0;
+    const struct leaf *l = find_leaf(q, s);
+    if (l) {
+        out[0] = l->a;
+        out[1] = l->b;
+        out[2] = l->c;
+        out[3] = l->d;
+    }
+    if (q == 0xd && (s == 0 || s == 1)) {
+        unsigned a, b, c, d;
+        __cpuid_count(0xd, s, a, b, c, d);
+        (void)a;
+        (void)d;
+        if (out[1] < b)
+            out[1] = b;
+        if (s == 0 && out[2] < c)
+            out[2] = c;
+    }
+}
+
+/* ---- memory access -------------------------------------------------------- */
+static int peek_byte(pid_t pid, uint64_t addr, uint8_t *out)
+{
+    errno = 0;
+    long w = ptrace(PTRACE_PEEKDATA, pid, (void *)addr, NULL);
+    if (errno)
+        return -1;
+    *out = (uint8_t)(w & 0xff);
+    return 0;
+}
+
+static int poke_byte(pid_t pid, uint64_t addr, uint8_t v)
+{
+    errno = 0;
+    long w = ptrace(PTRACE_PEEKDATA, pid, (void *)addr, NULL);
+    if (errno)
+        return -1;
+    w = (long)(((unsigned long)w & ~0xfful) | v);
+    return ptrace(PTRACE_POKEDATA, pid, (void *)addr, (void *)w) == 0 ? 0 : -1;
+}
+
+/* Read up to n bytes; a read crossing into an unmapped page is cut short. */
+static size_t read_mem(pid_t pid, uint64_t addr, uint8_t *buf, size_t n)
+{
+    struct iovec local = {buf, n}, remote = {(void *)addr, n};
+    ssize_t r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (r > 0)
+        return (size_t)r;
+    size_t to_page = 4096 - (addr & 4095);
+    if (to_page < n) {
+        local.iov_len = remote.iov_len = to_page;
+        r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        if (r > 0)
+            return (size_t)r;
+    }
+    /* Fall back to PEEKDATA (works where process_vm_readv is refused). */
+    size_t got = 0;
+    while (got < n) {
+        errno = 0;
+        long w = ptrace(PTRACE_PEEKDATA, pid, (void *)(addr + got), NULL);
+        if (errno)
+            break;
+        for (int i = 0; i < 8 && got < n; i++)
+            buf[got++] = (uint8_t)((unsigned long)w >> (8 * i));
+    }
+    return got;
+}
+
+/* ---- spaces, threads, breakpoints ----------------------------------------- */
+static struct space *new_space(pid_t tgid, const struct space *copy_from)
+{
+    struct space *sp = calloc(1, sizeof *sp);
+    if (!sp)
+        die("out of memory");
+    sp->id = (int)nspaces;
+    sp->tgid = tgid;
+    if (copy_from) {
+        sp->fault = copy_from->fault;
+        if (copy_from->nbps) {
+            sp->bps = xrealloc(NULL, copy_from->nbps * sizeof *sp->bps);
+            memcpy(sp->bps, copy_from->bps, copy_from->nbps * sizeof *sp->bps);
+            sp->nbps = sp->capbps = copy_from->nbps;
+        }
+    }
+    spaces = xrealloc(spaces, (nspaces + 1) * sizeof *spaces);
+    spaces[nspaces++] = sp;
+    return sp;
+}
+
+static struct space *space_of_tgid(pid_t tgid)
+{
+    for (size_t i = nspaces; i-- > 0;)
+        if (spaces[i]->tgid == tgid)
+            return spaces[i];
+    return NULL;
+}
+
+static struct thread *find_thread(pid_t tid)
+{
+    for (size_t i = 0; i < nthreads; i++)
+        if (threads[i]->tid == tid)
+            return threads[i];
+    return NULL;
+}
+
+static struct thread *add_thread(pid_t tid, struct space *sp)
+{
+    struct thread *t = calloc(1, sizeof *t);
+    if (!t)
+        die("out of memory");
+    t->tid = tid;
+    t->sp = sp;
+    threads = xrealloc(threads, (nthreads + 1) * sizeof *threads);
+    threads[nthreads++] = t;
+    return t;
+}
+
+static void remove_thread(pid_t tid)
+{
+    for (size_t i = 0; i < nthreads; i++)
+        if (threads[i]->tid == tid) {
+            free(threads[i]);
+            threads[i] = threads[--nthreads];
+            return;
+        }
+}
+
+static struct bp *find_bp(struct space *sp, uint64_t addr)
+{
+    for (size_t i = 0; i < sp->nbps; i++)
+        if (sp->bps[i].addr == addr)
+            return &sp->bps[i];
+    return NULL;
+}
+
+static pid_t tgid_of(pid_t tid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return tid;
+    pid_t tgid = tid;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "Tgid:", 5)) {
+            tgid = (pid_t)atoi(line + 5);
+            break;
+        }
+    fclose(f);
+    return tgid;
+}
+
+static char *read_maps(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    size_t cap = 8192, len = 0;
+    char *buf = xrealloc(NULL, cap);
+    size_t r;
+    while ((r = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += r;
+        if (cap - len < 2)
+            buf = xrealloc(buf, cap *= 2);
+    }
+    buf[len] = 0;
+    fclose(f);
+    return buf;
+}
+
+static const uint8_t site_first_byte[] = {0x0f, 0x0f, 0x64};
+
+/* Arm every profile site that falls in an executable mapping of `sp` and is
+ * not armed yet.  The byte found must be the one the site expects (the file
+ * on disk and the mapping agree), else the site is left alone. */
+static void arm_space(struct space *sp, pid_t pid)
+{
+    char *maps = read_maps(pid);
+    if (!maps)
+        return;
+    for (char *line = strtok(maps, "\n"); line; line = strtok(NULL, "\n")) {
+        unsigned long lo, hi, off;
+        char perms[8];
+        int pos = 0;
+        if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &lo, &hi, perms, &off, &pos) < 4 || !pos)
+            continue;
+        if (perms[2] != 'x' || line[pos] != '/')
+            continue;
+        const char *img = line + pos;
+        for (size_t i = 0; i < nsites; i++) {
+            const struct site *s = &sites[i];
+            if (s->kind == SITE_CPUID && sp->fault)
+                continue;
+            if (s->off < off || s->off >= off + (hi - lo) || strcmp(s->path, img))
+                continue;
+            uint64_t addr = lo + (s->off - off);
+            if (find_bp(sp, addr))
+                continue;
+            uint8_t b;
+            if (peek_byte(pid, addr, &b) || b != site_first_byte[s->kind])
+                continue;
+            if (poke_byte(pid, addr, 0xcc))
+                continue;
+            if (sp->nbps == sp->capbps)
+                sp->bps = xrealloc(sp->bps, (sp->capbps = sp->capbps * 2 + 32) * sizeof *sp->bps);
+            sp->bps[sp->nbps++] = (struct bp){addr, s->kind, b};
+        }
+    }
+    free(maps);
+}
+
+static void save_maps(struct space *sp, pid_t pid)
+{
+    if (sp->maps_saved)
+        return;
+    char *maps = read_maps(pid);
+    if (!maps)
+        return;
+    char hdr[64];
+    int n = snprintf(hdr, sizeof hdr, "maps %d %d\n", sp->id, (int)sp->tgid);
+    append_maps(hdr, (size_t)n);
+    append_maps(maps, strlen(maps));
+    if (maps_len && maps_text[maps_len - 1] != '\n')
+        append_maps("\n", 1);
+    append_maps("endmaps\n", 8);
+    free(maps);
+    sp->maps_saved = true;
+}
+
+/* ---- registers --------------------------------------------------------------- */
+static void get_regs(pid_t pid, struct user_regs_struct *r)
+{
+    if (ptrace(PTRACE_GETREGS, pid, NULL, r))
+        die("PTRACE_GETREGS %d: %s", (int)pid, strerror(errno));
+}
+
+static void set_regs(pid_t pid, const struct user_regs_struct *r)
+{
+    if (ptrace(PTRACE_SETREGS, pid, NULL, r))
+        die("PTRACE_SETREGS %d: %s", (int)pid, strerror(errno));
+}
+
+/* Wait for one specific thread's next stop (used inside a single operation). */
+static int wait_tid(pid_t tid)
+{
+    int st;
+    for (;;) {
+        pid_t r = waitpid(tid, &st, __WALL);
+        if (r == tid)
+            return st;
+        if (r < 0 && errno != EINTR)
+            die("waitpid %d: %s", (int)tid, strerror(errno));
+    }
+}
+
+/* Make the stopped thread run arch_prctl(ARCH_SET_CPUID, 0): write `syscall`
+ * over the bytes at RIP, single-step it, put bytes and registers back.
+ * Returns the syscall's result (0, or -errno such as -ENODEV). */
+static long inject_set_cpuid(pid_t pid)
+{
+    struct user_regs_struct saved, r;
+    get_regs(pid, &saved);
+    errno = 0;
+    long word = ptrace(PTRACE_PEEKTEXT, pid, (void *)saved.rip, NULL);
+    if (errno)
+        return -errno;
+    long patched = (long)(((unsigned long)word & ~0xfffful) | 0x050fu); /* 0F 05 */
+    if (ptrace(PTRACE_POKETEXT, pid, (void *)saved.rip, (void *)patched))
+        return -errno;
+    r = saved;
+    r.rax = SYS_ARCH_PRCTL;
+    r.orig_rax = (unsigned long long)-1;
+    r.rdi = ARCH_SET_CPUID;
+    r.rsi = 0;
+    set_regs(pid, &r);
+    long rc;
+    if (ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL)) {
+        rc = -errno;
+    } else {
+        int st = wait_tid(pid);
+        if (!WIFSTOPPED(st))
+            die("child vanished during CPUID-faulting injection");
+        get_regs(pid, &r);
+        rc = (long)r.rax;
+    }
+    if (ptrace(PTRACE_POKETEXT, pid, (void *)saved.rip, (void *)word))
+        die("cannot restore code after injection: %s", strerror(errno));
+    set_regs(pid, &saved);
+    return rc;
+}
+
+/* After an exec: enable CPUID faulting (unless told to use breakpoints) and
+ * arm the breakpoints of the new image set. */
+static void setup_exec(struct thread *t)
+{
+    struct space *sp = new_space(t->tid, NULL);
+    t->sp = sp;
+    t->stepping = false;
+    if (want_mode != MODE_BP) {
+        long rc = inject_set_cpuid(t->tid);
+        last_inject_rc = rc;
+        if (rc == 0) {
+            sp->fault = true;
+            n_inject_ok++;
+        } else {
+            n_inject_fail++;
+            if (want_mode == MODE_FAULT)
+                die("arch_prctl(ARCH_SET_CPUID, 0) in the child failed: %s", strerror((int)-rc));
+        }
+    }
+    arm_space(sp, t->tid);
+}
+
+/* ---- recording --------------------------------------------------------------- */
+static bool has_rep_prefix(const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint8_t c = b[i];
+        if (c == 0xf2 || c == 0xf3)
+            return true;
+        if (c == 0xf0 || c == 0x2e || c == 0x36 || c == 0x3e || c == 0x26 || c == 0x64 ||
+            c == 0x65 || c == 0x66 || c == 0x67 || (c >= 0x40 && c <= 0x4f))
+            continue;
+        return false;
+    }
+    return false;
+}
+
+static size_t rec_hash(uint64_t addr, int space)
+{
+    uint64_t h = (addr ^ ((uint64_t)space << 48)) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 20);
+}
+
+static struct rec *rec_lookup(uint64_t addr, int space)
+{
+    if ((nrecs + 1) * 2 > caprecs) {
+        size_t oldcap = caprecs;
+        struct rec *old = recs;
+        caprecs = caprecs ? caprecs * 2 : 4096;
+        recs = calloc(caprecs, sizeof *recs);
+        if (!recs)
+            die("out of memory");
+        for (size_t i = 0; i < oldcap; i++)
+            if (old[i].used) {
+                size_t j = rec_hash(old[i].addr, old[i].space) & (caprecs - 1);
+                while (recs[j].used)
+                    j = (j + 1) & (caprecs - 1);
+                recs[j] = old[i];
+            }
+        free(old);
+    }
+    size_t j = rec_hash(addr, space) & (caprecs - 1);
+    while (recs[j].used) {
+        if (recs[j].addr == addr && recs[j].space == space)
+            return &recs[j];
+        j = (j + 1) & (caprecs - 1);
+    }
+    recs[j].used = true;
+    recs[j].addr = addr;
+    recs[j].space = space;
+    nrecs++;
+    return &recs[j];
+}
+
+/* Count one execution of the instruction at `rip` in thread t. */
+static void record(struct thread *t, uint64_t rip)
+{
+    struct rec *r = rec_lookup(rip, t->sp->id);
+    if (r->len == 0) {
+        r->len = (uint8_t)read_mem(t->tid, rip, r->bytes, sizeof r->bytes);
+        /* Show the original bytes, not our int3s. */
+        for (size_t i = 0; i < r->len; i++) {
+            struct bp *b = find_bp(t->sp, rip + i);
+            if (b)
+                r->bytes[i] = b->orig;
+        }
+    }
+    bool again = rip == t->last_rip && has_rep_prefix(r->bytes, r->len);
+    t->last_rip = rip;
+    if (!again)
+        r->count++;
+}
+
+/* ---- emulation ------------------------------------------------------------------ */
+static void emulate_cpuid(pid_t pid, struct user_regs_struct *r)
+{
+    uint32_t out[4];
+    answer_cpuid((uint32_t)r->rax, (uint32_t)r->rcx, out);
+    r->rax = out[0];
+    r->rbx = out[1];
+    r->rcx = out[2];
+    r->rdx = out[3];
+    r->rip += 2;
+    set_regs(pid, r);
+    n_cpuid++;
+}
+
+/* Execute the original instruction under a breakpoint once (restore the
+ * byte, single-step, re-arm).  Other threads of the process could pass the
+ * site unseen meanwhile; only used for the rare XGETBV with ECX != 0. */
+static void step_over(struct thread *t, struct bp *b)
+{
+    poke_byte(t->tid, b->addr, b->orig);
+    if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) == 0)
+        (void)wait_tid(t->tid);
+    poke_byte(t->tid, b->addr, 0xcc);
+}
+
+/* Handle the breakpoint at r->rip (RIP already points at the site).  Returns
+ * true when the instruction is done (and counted if `counting`), false when
+ * it is a stop mark (nothing executed, stepping ends). */
+static bool run_site(struct thread *t, struct bp *b, struct user_regs_struct *r)
+{
+    switch (b->kind) {
+    case SITE_CPUID:
+        emulate_cpuid(t->tid, r);
+        return true;
+    case SITE_XGETBV:
+        if ((uint32_t)r->rcx == 0) {
+            r->rax = (uint32_t)xcr0_model;
+            r->rdx = (uint32_t)(xcr0_model >> 32);
+            r->rip += 3;
+            set_regs(t->tid, r);
+            n_xgetbv++;
+        } else {
+            step_over(t, b);
+            get_regs(t->tid, r);
+        }
+        return true;
+    case SITE_MARK:
+        r->rip += 3;
+        set_regs(t->tid, r);
+        if ((uint32_t)r->rbx == MARK_START && !t->stepping && !truncated) {
+            t->stepping = true;
+            t->last_rip = 0;
+            n_regions++;
+            save_maps(t->sp, t->tid);
+        } else if ((uint32_t)r->rbx == MARK_STOP) {
+            t->stepping = false;
+        }
+        return true;
+    }
+    return true;
+}
+
+/* Resume a stopped thread: single-step when it is in a marked region (count
+ * the instruction about to run first), else run to the next syscall stop. */
+static void resume(struct thread *t, int sig)
+{
+    while (t->stepping) {
+        if (n_steps >= max_steps) {
+            truncated = true;
+            for (size_t i = 0; i < nthreads; i++)
+                threads[i]->stepping = false;
+            break;
+        }
+        struct user_regs_struct r;
+        errno = 0;
+        uint64_t rip = (uint64_t)ptrace(PTRACE_PEEKUSER, t->tid,
+                                        (void *)offsetof(struct user_regs_struct, rip), NULL);
+        if (errno)
+            return; /* thread vanished; its exit is reported by waitpid */
+        struct bp *b = find_bp(t->sp, rip);
+        if (!b) {
+            record(t, rip);
+            n_steps++;
+            if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) == 0)
+                return;
+            return;
+        }
+        get_regs(t->tid, &r);
+        if (b->kind == SITE_MARK) {
+            run_site(t, b, &r); /* a mark: not counted */
+            continue;
+        }
+        record(t, rip);
+        n_steps++;
+        run_site(t, b, &r);
+    }
+    ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)(long)sig);
+}
+
+/* ---- output ----------------------------------------------------------------------- */
+static int cmp_rec(const void *x, const void *y)
+{
+    const struct rec *a = x, *b = y;
+    if (a->space != b->space)
+        return a->space < b->space ? -1 : 1;
+    return a->addr < b->addr ? -1 : a->addr > b->addr;
+}
+
+static void write_output(const char *path, int exit_kind, int exit_val)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        die("cannot write %s: %s", path, strerror(errno));
+    fprintf(f, "vc-tracer-output 1\n");
+    fprintf(f, "cpuid_mode %s\n",
+            n_inject_ok ? (n_inject_fail ? "mixed" : "fault") : "bp");
+    fprintf(f, "inject %" PRIu64 " ok %" PRIu64 " failed last_rc %ld\n", n_inject_ok,
+            n_inject_fail, last_inject_rc);
+    fprintf(f, "cpuid_answered %" PRIu64 "\n", n_cpuid);
+    fprintf(f, "xgetbv_emulated %" PRIu64 "\n", n_xgetbv);
+    fprintf(f, "steps %" PRIu64 "\n", n_steps);
+    fprintf(f, "regions %" PRIu64 "\n", n_regions);
+    fprintf(f, "truncated %d\n", truncated ? 1 : 0);
+    for (size_t i = 0; i < nspaces; i++)
+        fprintf(f, "space %d %d bps %zu fault %d\n", spaces[i]->id, (int)spaces[i]->tgid,
+                spaces[i]->nbps, spaces[i]->fault ? 1 : 0);
+    if (maps_len)
+        fwrite(maps_text, 1, maps_len, f);
+    size_t n = 0;
+    struct rec *list = xrealloc(NULL, (nrecs ? nrecs : 1) * sizeof *list);
+    for (size_t i = 0; i < caprecs; i++)
+        if (recs[i].used && recs[i].count)
+            list[n++] = recs[i];
+    qsort(list, n, sizeof *list, cmp_rec);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "insn %d %" PRIx64 " %" PRIu64 " ", list[i].space, list[i].addr,
+                list[i].count);
+        for (size_t k = 0; k < list[i].len; k++)
+            fprintf(f, "%02x", list[i].bytes[k]);
+        fputc('\n', f);
+    }
+    free(list);
+    fprintf(f, "exit %s %d\n", exit_kind == 0 ? "code" : "signal", exit_val);
+    fprintf(f, "end\n");
+    if (fclose(f))
+        die("cannot write %s: %s", path, strerror(errno));
+}
+
+/* ---- main loop --------------------------------------------------------------------- */
+static void usage(void)
+{
+    fputs("usage: vc-tracer --profile FILE --out FILE [--max-steps N] "
+          "[--cpuid-mode auto|fault|bp] -- prog args...\n",
+          stderr);
+    exit(2);
+}
+
+/* A syscall stop: note mmap/mprotect with PROT_EXEC on entry; on exit arm
+ * any newly mapped image; finish a pending exec (inject + arm). */
+static void on_syscall_stop(struct thread *t)
+{
+    struct ptrace_syscall_info info;
+    memset(&info, 0, sizeof info);
+    if (ptrace(PTRACE_GET_SYSCALL_INFO, t->tid, (void *)sizeof info, &info) <= 0)
+        return;
+    if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
+        t->sc_nr = info.entry.nr;
+        t->sc_prot = (info.entry.nr == 9 || info.entry.nr == 10) ? info.entry.args[2] : 0;
+    } else if (info.op == PTRACE_SYSCALL_INFO_EXIT) {
+        if (t->exec_pending) {
+            t->exec_pending = false;
+            if (!info.exit.is_error)
+                setup_exec(t);
+        } else if ((t->sc_nr == 9 || t->sc_nr == 10) && (t->sc_prot & PROT_EXEC_BIT) &&
+                   !info.exit.is_error) {
+            arm_space(t->sp, t->tid);
+        }
+        t->sc_nr = (uint64_t)-1;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *profile = NULL, *out = NULL;
+    int i = 1;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) {
+            i++;
+            break;
+        } else if (!strcmp(argv[i], "--profile") && i + 1 < argc) {
+            profile = argv[++i];
+        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+            out = argv[++i];
+        } else if (!strcmp(argv[i], "--max-steps") && i + 1 < argc) {
+            max_steps = strtoull(argv[++i], NULL, 0);
+        } else if (!strcmp(argv[i], "--cpuid-mode") && i + 1 < argc) {
+            const char *m = argv[++i];
+            want_mode = !strcmp(m, "fault") ? MODE_FAULT : !strcmp(m, "bp") ? MODE_BP : MODE_AUTO;
+            if (strcmp(m, "fault") && strcmp(m, "bp") && strcmp(m, "auto"))
+                usage();
+        } else if (!strcmp(argv[i], "--version")) {
+            puts("vc-tracer 1");
+            return 0;
+        } else {
+            usage();
+        }
+    }
+    if (!profile || !out || i >= argc)
+        usage();
+    load_profile(profile);
+
+    pid_t child = fork();
+    if (child < 0)
+        die("fork: %s", strerror(errno));
+    if (child == 0) {
+        if (ptrace(PTRACE_TRACEME, 0, NULL, NULL)) {
+            fprintf(stderr, "vc-tracer: PTRACE_TRACEME: %s\n", strerror(errno));
+            _exit(126);
+        }
+        execvp(argv[i], argv + i);
+        fprintf(stderr, "vc-tracer: cannot run %s: %s\n", argv[i], strerror(errno));
+        _exit(127);
+    }
+    int st;
+    if (waitpid(child, &st, 0) != child)
+        die("waitpid: %s", strerror(errno));
+    if (!WIFSTOPPED(st)) {
+        /* exec failed: the child already said why */
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        write_output(out, 0, code);
+        return code;
+    }
+    long opts = PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC |
+                PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
+    if (ptrace(PTRACE_SETOPTIONS, child, NULL, (void *)opts))
+        die("PTRACE_SETOPTIONS: %s", strerror(errno));
+    struct thread *root = add_thread(child, NULL);
+    root->new_stop_seen = true;
+    setup_exec(root);
+    resume(root, 0);
+
+    int exit_kind = 0, exit_val = 0;
+    while (nthreads > 0) {
+        pid_t pid = waitpid(-1, &st, __WALL);
+        if (pid < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        struct thread *t = find_thread(pid);
+        if (WIFEXITED(st) || WIFSIGNALED(st)) {
+            if (pid == child) {
+                exit_kind = WIFEXITED(st) ? 0 : 1;
+                exit_val = WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st);
+            }
+            remove_thread(pid);
+            continue;
+        }
+        if (!WIFSTOPPED(st))
+            continue;
+        if (!t) {
+            /* A new clone/fork child whose first stop beat the parent's event. */
+            pid_t tgid = tgid_of(pid);
+            struct space *sp = space_of_tgid(tgid);
+            if (!sp) {
+                /* a new process: same memory image (and int3s) as its parent */
+                char path[64], line[256];
+                pid_t ppid = 0;
+                snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+                FILE *f = fopen(path, "r");
+                while (f && fgets(line, sizeof line, f))
+                    if (!strncmp(line, "PPid:", 5))
+                        ppid = (pid_t)atoi(line + 5);
+                if (f)
+                    fclose(f);
+                struct space *parent = space_of_tgid(ppid);
+                sp = new_space(tgid, parent);
+            }
+            t = add_thread(pid, sp);
+        }
+        int sig = WSTOPSIG(st);
+        unsigned event = (unsigned)st >> 16;
+        if (event) {
+            if (event == PTRACE_EVENT_EXEC) {
+                unsigned long former = 0;
+                ptrace(PTRACE_GETEVENTMSG, pid, NULL, &former);
+                /* other threads of the old image are gone; if a non-leader
+                 * exec'd, its tid became the leader's */
+                t->exec_pending = true;
+                t->stepping = false;
+            }
+            /* CLONE/FORK/VFORK: the child is picked up at its first stop. */
+            resume(t, 0);
+            continue;
+        }
+        if (sig == (SIGTRAP | 0x80)) {
+            on_syscall_stop(t);
+            resume(t, 0);
+            continue;
+        }
+        if (sig == SIGSTOP && !t->new_stop_seen) {
+            t->new_stop_seen = true; /* the automatic stop of a new tracee */
+            resume(t, 0);
+            continue;
+        }
+        t->new_stop_seen = true;
+        struct user_regs_struct r;
+        if (sig == SIGTRAP) {
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
+            if (si.si_code == SI_KERNEL) { /* int3: one of our breakpoints? */
+                get_regs(pid, &r);
+                struct bp *b = find_bp(t->sp, r.rip - 1);
+                if (b) {
+                    r.rip -= 1;
+                    run_site(t, b, &r);
+                    resume(t, 0);
+                    continue;
+                }
+            } else if (si.si_code == TRAP_TRACE || (si.si_code == TRAP_BRKPT && t->stepping)) {
+                /* Single-step done.  A step over `syscall` reports TRAP_BRKPT
+                 * (the kernel's syscall-exit step report), others TRAP_TRACE;
+                 * a step trap after the region ended is dropped too. */
+                resume(t, 0);
+                continue;
+            }
+        } else if (sig == SIGSEGV && t->sp && t->sp->fault) {
+            get_regs(pid, &r);
+            uint8_t code[2];
+            if (read_mem(pid, r.rip, code, 2) == 2 && code[0] == 0x0f && code[1] == 0xa2) {
+                emulate_cpuid(pid, &r);
+                resume(t, 0);
+                continue;
+            }
+        }
+        if (getenv("VC_TRACER_DEBUG")) {
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
+            get_regs(pid, &r);
+            fprintf(stderr, "vc-tracer: tid %d signal %d code %d at rip %llx (stepping %d)\n",
+                    (int)pid, sig, si.si_code, r.rip, t->stepping);
+        }
+        resume(t, sig); /* any other signal: deliver it */
+    }
+    write_output(out, exit_kind, exit_val);
+    return exit_kind == 0 ? exit_val : 128 + exit_val;
+}

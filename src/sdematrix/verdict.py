@@ -1,0 +1,214 @@
+"""Judge one cell: did the expected path run, correctly, on the model's ISA only?
+
+:func:`judge` turns a backend's :class:`~sdematrix.backends.base.RunResult` into
+an :class:`Outcome`:
+
+* ``skip``  -- the backend could not run the model here (reason given);
+* ``error`` -- the run itself broke: crash, timeout, no probe JSON, unreadable mix
+  (the reason plus the last output lines);
+* ``fail``  -- the run completed but broke a rule; *every* broken rule is listed,
+  one line each:
+    - probe status not ``ok``;
+    - chosen path != expected path (from the probe's ``path``);
+    - each selector the expected path's signature requires for this cell (keys
+      ``*``, ``<mode>`` and ``<mode>.<direction>``) that counts 0 in the signature's scope of the mix;
+    - each selector the signature forbids that counts > 0, naming the top
+      offending instructions and the functions that executed them;
+    - each chip-check violation (address, function, image, bytes);
+    - output digest != the host's reference digest;
+* ``pass`` -- none of the above.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .backends.base import RunResult
+from .matrix_file import required_selectors
+from .mix import Mix, Selector, format_form, top_offenders
+from .models import Cell, CpuModel, Matrix
+
+__all__ = ["Outcome", "OutcomeStatus", "judge"]
+
+OutcomeStatus = Literal["pass", "fail", "error", "skip"]
+
+
+@dataclass
+class Outcome:
+    cell: Cell
+    status: OutcomeStatus
+    reasons: list[str] = field(default_factory=list)
+    path: str | None = None  # the path the probe reports it used
+    expected_path: str | None = None
+    backend: str | None = None
+    backend_version: str | None = None
+    duration_s: float = 0.0
+    digest: str | None = None
+    expected_digest: str | None = None
+    output_tail: str = ""  # last output lines, for errors
+
+    @property
+    def message(self) -> str:
+        """One line: the first reason (+ how many more)."""
+        if not self.reasons:
+            return self.status
+        more = f" (+{len(self.reasons) - 1} more)" if len(self.reasons) > 1 else ""
+        return self.reasons[0] + more
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.cell
+        return {
+            "cell": c.name,
+            "cpu": c.cpu,
+            "mode": c.mode,
+            "direction": c.direction,
+            "key_bits": c.key_bits,
+            "length": c.length,
+            "status": self.status,
+            "reasons": list(self.reasons),
+            "path": self.path,
+            "expected_path": self.expected_path,
+            "backend": self.backend,
+            "backend_version": self.backend_version,
+            "duration_s": round(self.duration_s, 6),
+            "digest": self.digest,
+            "expected_digest": self.expected_digest,
+            "output_tail": self.output_tail,
+        }
+
+
+def _last_output(result: RunResult, n: int = 12) -> str:
+    parts = []
+    if result.stderr_tail.strip():
+        parts.append("stderr:\n" + "\n".join(result.stderr_tail.splitlines()[-n:]))
+    if result.stdout_tail.strip():
+        parts.append("stdout:\n" + "\n".join(result.stdout_tail.splitlines()[-n:]))
+    return "\n".join(parts)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _forbidden_detail(mix: Mix, sel: Selector, scope: str) -> str:
+    """Which instructions (and functions) make a forbidden selector match."""
+    rows = top_offenders(mix, sel, scope=scope, limit=3) if sel.is_form() else []
+    if rows:
+        return "; ".join(
+            f"{format_form(form)} x{n} in {fn} ({img.rsplit('/', 1)[-1]})"
+            for fn, img, form, n in rows
+        )
+    counts = mix.scoped(scope)
+    if sel.is_form():
+        forms = sel.matching_forms(counts).most_common(3)
+        return "; ".join(f"{format_form(f)} x{n}" for f, n in forms) + " (function unknown)"
+    for attr in ("isa_set", "isa_ext", "category"):
+        pat = getattr(sel, attr)
+        if pat is not None:
+            table = getattr(counts, attr)
+            hits = sorted(
+                ((k, n) for k, n in table.items() if fnmatch.fnmatchcase(k, pat) and n),
+                key=lambda kv: -kv[1],
+            )[:3]
+            return "; ".join(f"{attr} {k} x{n}" for k, n in hits)
+    return ""
+
+
+def judge(
+    cell: Cell,
+    model: CpuModel,
+    matrix: Matrix,
+    result: RunResult,
+    expected_digest: str | None,
+) -> Outcome:
+    """The verdict for one cell (see the module docstring)."""
+    expected = matrix.expected.get((cell.cpu, cell.mode, cell.direction))
+    out = Outcome(
+        cell=cell,
+        status="pass",
+        expected_path=expected,
+        backend=result.backend,
+        backend_version=result.backend_version,
+        duration_s=result.duration_s,
+        expected_digest=expected_digest,
+    )
+    probe = result.probe or {}
+    out.path = probe.get("path") if isinstance(probe.get("path"), str) else None
+    out.digest = probe.get("digest") if isinstance(probe.get("digest"), str) else None
+
+    if result.status == "skip":
+        out.status = "skip"
+        out.reasons = [_one_line(result.reason or "skipped")]
+        return out
+    if result.status in ("error", "timeout"):
+        out.status = "error"
+        default = "timed out" if result.status == "timeout" else "run failed"
+        out.reasons = [_one_line(result.reason or default)]
+        out.output_tail = _last_output(result)
+        return out
+    if expected is None:
+        out.status = "error"
+        out.reasons = [
+            f"the matrix states no expected path for ({cell.cpu}, {cell.mode}, {cell.direction})"
+        ]
+        return out
+    if result.probe is None and not result.violations:
+        out.status = "error"
+        code = result.exit_code
+        out.reasons = [f"no probe JSON in the output (exit code {code})"]
+        out.output_tail = _last_output(result)
+        return out
+
+    reasons: list[str] = []
+    if result.probe is not None:
+        status = probe.get("status")
+        if status != "ok":
+            msg = probe.get("message")
+            reasons.append(
+                f"probe status {status!r}" + (f": {_one_line(str(msg), 200)}" if msg else "")
+            )
+        if out.path != expected:
+            reasons.append(f"path: expected {expected}, got {out.path}")
+    else:
+        reasons.append("the probe did not finish (stopped by the chip check), so no path/digest")
+
+    sig = matrix.signatures.get(expected)
+    mix = result.mix
+    if sig is None:
+        reasons.append(f"the matrix has no signature for path {expected}")
+    elif mix is None:
+        if result.probe is not None:
+            reasons.append("no instruction mix to check the path signature against")
+    else:
+        counts = mix.scoped(sig.scope)
+        where = "" if sig.scope == "all" else f" in scope {sig.scope}"
+        for sel in required_selectors(sig, cell.mode, cell.direction):
+            if sel.count(counts) == 0:
+                reasons.append(
+                    f"required by path {expected} but not executed{where}: {sel.describe()}"
+                )
+        for sel in sig.forbid:
+            n = sel.count(counts)
+            if n > 0:
+                detail = _forbidden_detail(mix, sel, sig.scope)
+                reasons.append(
+                    f"forbidden for path {expected} but executed {n}x{where}: {sel.describe()}"
+                    + (f" -- {detail}" if detail else "")
+                )
+
+    for v in result.violations:
+        reasons.append(f"chip check ({model.name}): {_one_line(v.describe(), 300)}")
+
+    digest_checked = result.probe is not None and probe.get("status") == "ok"
+    if digest_checked and expected_digest is not None and out.digest != expected_digest:
+        reasons.append(f"digest: expected {expected_digest}, got {out.digest}")
+
+    if reasons:
+        out.status = "fail"
+        out.reasons = reasons
+        if result.violations:
+            out.output_tail = _last_output(result)
+    return out

@@ -1,0 +1,222 @@
+"""AES-GCM: one-shot AEAD (AESGCM.encrypt/decrypt) and streaming contexts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vaescrypt._buffers import as_view, cbuf, writable_view
+from vaescrypt._errors import InvalidTag, StreamStateError, check_mask, raise_for_status
+from vaescrypt._key import check_key
+from vaescrypt._names import impl_id, path_name
+from vaescrypt._native import ffi, lib
+
+TAG_LENGTHS = (4, 8, 12, 13, 14, 15, 16)
+
+
+def _check_nonce(nonce: object) -> memoryview:
+    view = as_view("nonce", nonce)
+    if len(view) == 0:
+        raise ValueError("GCM nonce must be at least 1 byte (12 bytes recommended)")
+    return view
+
+
+class AESGCM:
+    """AES-GCM with a key of 16, 24 or 32 bytes.
+
+    impl: None (the dispatcher picks per direction) or a path name such as
+    "aesni"; a path this CPU cannot run raises UnsupportedImplementation.
+    """
+
+    def __init__(
+        self, key: bytes | bytearray | memoryview, tag_length: int = 16, impl: str | None = None
+    ) -> None:
+        kview = check_key("AESGCM", key)
+        if not isinstance(tag_length, int) or isinstance(tag_length, bool):
+            raise TypeError("tag_length must be an int")
+        if tag_length not in TAG_LENGTHS:
+            raise ValueError(f"GCM tag_length must be 4, 8 or 12..16 bytes, got {tag_length}")
+        impl_code = impl_id(impl)
+        check_mask()
+        out = ffi.new("vc_gcm_key **")
+        raise_for_status(
+            lib.vc_gcm_key_new(out, cbuf(kview), len(kview), impl_code),
+            f"AESGCM(impl={impl!r})",
+        )
+        self._key: Any = ffi.gc(out[0], lib.vc_gcm_key_free)
+        self._tag_length = tag_length
+        self._impl = impl
+
+    @property
+    def tag_length(self) -> int:
+        return self._tag_length
+
+    def path(self, direction: str) -> str:
+        """The code path this key uses for "encrypt" or "decrypt"."""
+        from vaescrypt._names import dir_id
+
+        code = lib.vc_gcm_key_path(self._key, dir_id(direction))
+        raise_for_status(min(code, 0), f"AESGCM {direction}")
+        return path_name(code)
+
+    def encrypt(
+        self,
+        nonce: bytes | bytearray | memoryview,
+        data: bytes | bytearray | memoryview | None,
+        associated_data: bytes | bytearray | memoryview | None,
+    ) -> bytes:
+        """Ciphertext || tag."""
+        nv = _check_nonce(nonce)
+        dv = as_view("data", data, allow_none=True)
+        av = as_view("associated_data", associated_data, allow_none=True)
+        n = len(dv)
+        out = bytearray(n + self._tag_length)
+        ov = memoryview(out)
+        st = lib.vc_gcm_encrypt(
+            self._key,
+            cbuf(nv),
+            len(nv),
+            cbuf(av),
+            len(av),
+            cbuf(dv),
+            ffi.from_buffer("uint8_t[]", ov[:n], require_writable=True),
+            n,
+            ffi.from_buffer("uint8_t[]", ov[n:], require_writable=True),
+            self._tag_length,
+        )
+        raise_for_status(st, "AESGCM.encrypt")
+        return bytes(out)
+
+    def decrypt(
+        self,
+        nonce: bytes | bytearray | memoryview,
+        data: bytes | bytearray | memoryview,
+        associated_data: bytes | bytearray | memoryview | None,
+    ) -> bytes:
+        """Plaintext of ciphertext || tag; InvalidTag (and nothing else) on forgery."""
+        nv = _check_nonce(nonce)
+        dv = as_view("data", data)
+        av = as_view("associated_data", associated_data, allow_none=True)
+        if len(dv) < self._tag_length:
+            raise InvalidTag("AESGCM.decrypt: data shorter than the tag")
+        n = len(dv) - self._tag_length
+        out = bytearray(n)
+        st = lib.vc_gcm_decrypt(
+            self._key,
+            cbuf(nv),
+            len(nv),
+            cbuf(av),
+            len(av),
+            cbuf(dv[:n]),
+            ffi.from_buffer("uint8_t[]", out, require_writable=True),
+            n,
+            cbuf(dv[n:]),
+            self._tag_length,
+        )
+        raise_for_status(st, "AESGCM.decrypt")
+        return bytes(out)
+
+    def encryptor(
+        self,
+        nonce: bytes | bytearray | memoryview,
+        associated_data: bytes | bytearray | memoryview | None = None,
+    ) -> GcmEncryptor:
+        return GcmEncryptor(self, nonce, associated_data)
+
+    def decryptor(
+        self,
+        nonce: bytes | bytearray | memoryview,
+        associated_data: bytes | bytearray | memoryview | None = None,
+    ) -> GcmDecryptor:
+        return GcmDecryptor(self, nonce, associated_data)
+
+
+class _GcmStream:
+    _DIR = 0
+
+    def __init__(self, owner: AESGCM, nonce: object, aad: object) -> None:
+        nv = _check_nonce(nonce)
+        self._owner = owner  # keeps the C key alive: the stream borrows it
+        out = ffi.new("vc_gcm_stream **")
+        raise_for_status(
+            lib.vc_gcm_stream_new(out, owner._key, self._DIR, cbuf(nv), len(nv)),
+            type(self).__name__,
+        )
+        self._s: Any = ffi.gc(out[0], lib.vc_gcm_stream_free)
+        self._done = False
+        if aad is not None:
+            self.update_aad(aad)  # type: ignore[arg-type]
+
+    def _check_open(self) -> None:
+        if self._done:
+            raise StreamStateError(f"{type(self).__name__} already finalized")
+
+    def update_aad(self, data: bytes | bytearray | memoryview) -> None:
+        """More associated data; only before the first update()."""
+        self._check_open()
+        v = as_view("associated_data", data)
+        raise_for_status(lib.vc_gcm_stream_aad(self._s, cbuf(v), len(v)), "update_aad")
+
+    def update(self, data: bytes | bytearray | memoryview) -> bytes:
+        v = as_view("data", data)
+        out = bytearray(len(v))
+        self.update_into(v, out)
+        return bytes(out)
+
+    def update_into(self, data: bytes | bytearray | memoryview, buf: bytearray | memoryview) -> int:
+        """Process data into buf (which may be data itself); returns len(data)."""
+        self._check_open()
+        v = as_view("data", data)
+        o = writable_view("buf", buf, len(v))
+        st = lib.vc_gcm_stream_update(
+            self._s, cbuf(v), ffi.from_buffer("uint8_t[]", o, require_writable=True), len(v)
+        )
+        raise_for_status(st, "update")
+        return len(v)
+
+
+class GcmEncryptor(_GcmStream):
+    """Streaming GCM encryption; .tag is set by finalize()."""
+
+    _DIR = 0
+
+    def __init__(self, owner: AESGCM, nonce: object, aad: object) -> None:
+        super().__init__(owner, nonce, aad)
+        self._tag: bytes | None = None
+
+    def finalize(self) -> bytes:
+        self._check_open()
+        tag = bytearray(self._owner.tag_length)
+        raise_for_status(
+            lib.vc_gcm_stream_finish(
+                self._s, ffi.from_buffer("uint8_t[]", tag, require_writable=True), len(tag)
+            ),
+            "finalize",
+        )
+        self._done = True
+        self._tag = bytes(tag)
+        return b""
+
+    @property
+    def tag(self) -> bytes:
+        if self._tag is None:
+            raise StreamStateError("tag is available after finalize()")
+        return self._tag
+
+
+class GcmDecryptor(_GcmStream):
+    """Streaming GCM decryption.  Plaintext from update() is unauthenticated
+    until finalize(tag) returns without raising InvalidTag."""
+
+    _DIR = 1
+
+    def finalize(self, tag: bytes | bytearray | memoryview) -> bytes:
+        self._check_open()
+        tv = as_view("tag", tag)
+        if len(tv) != self._owner.tag_length:
+            raise ValueError(
+                f"tag must be {self._owner.tag_length} bytes (the key's tag_length), got {len(tv)}"
+            )
+        st = lib.vc_gcm_stream_finish(self._s, cbuf(tv), len(tv))
+        self._done = True
+        raise_for_status(st, "finalize")
+        return b""

@@ -1,0 +1,1 @@
+"""Test doubles: a fake ``sde64`` and a fake probe (executables) and a small matrix."""

@@ -1,0 +1,121 @@
+"""PtraceBackend end to end on the traced sample: mix, chip check, errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from test_tracer import _host_has, built, intel_model  # noqa: F401  (fixture re-export)
+
+from sdematrix.backends.base import Backend, ProbeCommand
+from sdematrix.backends.ptrace import PtraceBackend, host_features, parse_tracer_output
+from sdematrix.mix import Mix
+from sdematrix.models import Cell
+
+CELL = Cell("hswish", "gcm", "encrypt", 128, 16)
+
+
+@pytest.fixture
+def backend(built: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> PtraceBackend:  # noqa: F811
+    monkeypatch.setenv("SDEMATRIX_TRACER", str(built["tracer"]))
+    b = PtraceBackend()
+    reason = b.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    return b
+
+
+def test_protocol_and_version(backend: PtraceBackend) -> None:
+    assert isinstance(backend, Backend)
+    v = backend.version()
+    assert v is not None and v.startswith("vc-tracer 1 (CPUID")
+
+
+def test_run_builds_mix(backend: PtraceBackend, built: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+    probe = ProbeCommand((str(built["dyn"]), "--iters", "64"))
+    r = backend.run(CELL, intel_model(avx2=False), probe, tmp_path / "w", timeout=30)
+    assert r.status == "ok", r.reason
+    assert r.exit_code == 0 and r.probe is not None and r.probe["avx2"] == 0
+    assert r.mix is not None and r.mix.source == "ptrace"
+    assert r.mix.overall.forms[("AESENC", "legacy", "xmm")] == 64
+    assert r.mix.overall.isa_set["AES"] == 64
+    sample = str(built["dyn"])
+    assert r.mix.images[sample].total == r.mix.overall.total
+    assert any(f.name == "marked_region" and f.image == sample for f in r.mix.functions)
+    assert r.violations == []
+    saved = Mix.load(Path(r.artifacts["mix"]))
+    assert saved.overall.forms == r.mix.overall.forms
+    assert saved.meta["cpuid_answered"] >= 3
+    assert json.loads(Path(r.artifacts["mix"]).read_text())["source"] == "ptrace"
+
+
+def test_zmm_is_a_violation_on_256_bit_model(
+    backend: PtraceBackend,
+    built: dict[str, Path],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    if not _host_has("avx512f"):
+        pytest.skip("host has no AVX-512")
+    probe = ProbeCommand((str(built["dyn"]), "--zmm"))
+    model = intel_model()
+    r = backend.run(CELL, model, probe, tmp_path / "w", timeout=30)
+    assert r.status == "ok", r.reason
+    assert len(r.violations) == 1
+    v = r.violations[0]
+    assert v.mnemonic == "VPXORQ" and v.function == "marked_region"
+    assert v.bytes_hex == "62f1ed48efd2" and "AVX512F" in v.reason
+    # with AVX-512 features but 256-bit vectors (AVX10/256) the width is the reason
+    avx10 = replace(model, isa=model.isa | {"AVX512F", "AVX512VL"}, max_vector_bits=256)
+    r = backend.run(CELL, avx10, probe, tmp_path / "w2", timeout=30)
+    assert [v.mnemonic for v in r.violations] == ["VPXORQ"]
+    assert "512-bit" in r.violations[0].reason
+    ok = replace(avx10, max_vector_bits=512)
+    assert backend.run(CELL, ok, probe, tmp_path / "w3", timeout=30).violations == []
+
+
+def test_probe_failure_is_error_not_exception(
+    backend: PtraceBackend,
+    built: dict[str, Path],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    r = backend.run(CELL, intel_model(), ProbeCommand((str(built["dyn"]), "--bogus")), tmp_path, 30)
+    assert r.status == "error" and r.exit_code == 2
+    assert "no JSON report" in (r.reason or "") and "bad argument" in r.stderr_tail
+    r = backend.run(CELL, intel_model(), ProbeCommand(("/nonexistent/probe",)), tmp_path, 30)
+    assert r.status == "error" and r.reason
+
+
+def test_timeout_kills_tracee(backend: PtraceBackend, tmp_path: Path) -> None:
+    probe = ProbeCommand((sys.executable, "-c", "import time; time.sleep(30)"))
+    r = backend.run(CELL, intel_model(), probe, tmp_path, timeout=1.0)
+    assert r.status == "timeout" and r.duration_s < 10
+
+
+def test_cannot_run_names_missing_features(backend: PtraceBackend) -> None:
+    host = host_features()
+    m = intel_model()
+    assert backend.cannot_run(replace(m, isa=frozenset(host & m.isa))) is None
+    missing = {"AVX512_FP16", "AMX_TILE"} - host
+    if not missing:
+        pytest.skip("host has every feature we could ask for")
+    why = backend.cannot_run(replace(m, isa=m.isa | missing))
+    assert why is not None and all(f in why for f in missing)
+    # names iced does not know (labels such as AVX10) are not a reason to skip
+    assert backend.cannot_run(replace(m, isa=frozenset(host & m.isa) | {"AVX10_256"})) is None
+
+
+def test_host_features_parse() -> None:
+    text = "processor: 0\nflags\t\t: fpu sse2 avx2 avx512vl vaes sha_ni weird\n"
+    assert host_features(text) == {"FPU", "SSE2", "AVX2", "AVX512VL", "VAES", "SHA"}
+
+
+def test_parse_tracer_output_rejects_garbage() -> None:
+    with pytest.raises(ValueError):
+        parse_tracer_output("hello\n")
+    with pytest.raises(ValueError, match="corrupt"):
+        parse_tracer_output("vc-tracer-output 1\ninsn 0 zz 1 90\n")
+    t = parse_tracer_output("vc-tracer-output 1\nsteps 5\nexit signal 9\nend\n")
+    assert (t.steps, t.exit_code, t.complete) == (5, 137, True)

@@ -1,0 +1,235 @@
+"""The sdematrix CLI as a real subprocess: exit codes, one-line errors, a run with
+the SDE double, and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from doubles.fake_matrix import FAKE_PROBE, SDE_DOUBLE
+
+ROOT = Path(__file__).resolve().parents[1]
+MATRIX = ROOT / "sde_matrix.yaml"
+FIXTURE = Path("/work/shared/fixtures/sde/sde-9.24.0-mix-out.txt")
+needs_matrix = pytest.mark.skipif(not MATRIX.exists(), reason="sde_matrix.yaml not present")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SDE_", "FAKE_PROBE"))}
+    # no sde64 anywhere on PATH
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "sde64").exists()
+    )
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
+):
+    return subprocess.run(
+        [sys.executable, "-m", "sdematrix", *args],
+        check=False, capture_output=True, text=True, cwd=cwd, env=env or clean_env(), timeout=timeout,
+    )  # fmt: skip
+
+
+def assert_one_line_error(r: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
+    assert r.returncode == code, (r.returncode, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("sdematrix: error: ")
+    assert "Traceback" not in r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_bad_yaml(tmp_path):
+    bad = tmp_path / "m.yaml"
+    bad.write_text("models: [unclosed\n  - x: {\n")
+    assert_one_line_error(
+        cli("run", "--matrix", str(bad), "--out", str(tmp_path / "o")), 2, "m.yaml"
+    )
+    assert_one_line_error(cli("list-cpus", "--matrix", str(bad)), 2)
+
+
+def test_missing_matrix_file(tmp_path):
+    assert_one_line_error(cli("explain", "spr", "--matrix", str(tmp_path / "nope.yaml")), 2)
+
+
+@needs_matrix
+def test_unknown_cpu(tmp_path):
+    r = cli("run", "--matrix", str(MATRIX), "--cpu", "spr,pentium9", "--out", str(tmp_path / "o"))
+    assert_one_line_error(r, 2, "pentium9")
+
+
+@needs_matrix
+def test_backend_sde_without_sde(tmp_path):
+    r = cli("run", "--matrix", str(MATRIX), "--cpu", "spr", "--backend", "sde",
+            "--out", str(tmp_path / "o"))  # fmt: skip
+    assert_one_line_error(r, 2, "backend 'sde' is not available", "Intel SDE not installed")
+    r = cli("run", "--matrix", str(MATRIX), "--cpu", "spr", "--sde-path", str(tmp_path / "none"),
+            "--out", str(tmp_path / "o"))  # fmt: skip
+    assert_one_line_error(r, 2, "--sde-path")
+
+
+@needs_matrix
+def test_unwritable_out_dir(tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("")
+    r = cli("run", "--matrix", str(MATRIX), "--cpu", "spr", "--backend", "sde",
+            "--sde-path", str(SDE_DOUBLE), "--out", str(f / "out"))  # fmt: skip
+    assert_one_line_error(r, 2, "not writable")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (),
+        ("run", "--jobs", "0"),
+        ("run", "--timeout", "abc"),
+        ("frobnicate",),
+        ("run", "--backend", "bochs"),
+    ],
+)
+def test_bad_arguments(args):
+    assert_one_line_error(cli(*args), 2)
+
+
+@pytest.mark.skipif(not FIXTURE.exists(), reason="SDE fixture not present")
+def test_mix_command(tmp_path):
+    r = cli("mix", str(FIXTURE))
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["source"] == "sde" and d["overall"]["total"] == 187998768
+    assert d["overall"]["by_isa_ext"]["AVX2"] == 1090
+    cut = tmp_path / "cut.mix"
+    cut.write_text("\n".join(FIXTURE.read_text().splitlines()[:13000]) + "\n")
+    assert_one_line_error(cli("mix", str(cut)), 2, "cut.mix:", "truncated")
+
+
+@pytest.fixture
+def run_env(tmp_path):
+    """Env for runs with the SDE double and the fake probe, installed under the
+    name vc-probe (the matrix's signatures are scoped to image vc-probe*)."""
+    probe = tmp_path / "bin" / "vc-probe"
+    probe.parent.mkdir()
+    shutil.copy(FAKE_PROBE, probe)
+
+    def make(**extra: str) -> dict[str, str]:
+        return clean_env(SDEMATRIX_PROBE=str(probe), FAKE_PROBE_PATH="aesni", **extra)
+
+    return make
+
+
+@needs_matrix
+def test_run_with_double_all_pass(tmp_path, run_env):
+    out = tmp_path / "out"
+    junit = tmp_path / "j" / "report.xml"
+    r = cli("run", "--matrix", str(MATRIX), "--cpu", "wsm,hsw", "--backend", "sde",
+            "--sde-path", str(SDE_DOUBLE), "--out", str(out), "--junit", str(junit),
+            "--jobs", "2", env=run_env())  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert "wsm" in r.stdout and "hsw" in r.stdout and " 0 failed" in r.stdout
+    res = json.loads((out / "results.json").read_text())
+    assert res["counts"]["fail"] == 0 and res["counts"]["pass"] > 0
+    root = ET.parse(junit).getroot()
+    assert [s.get("name") for s in root.findall("testsuite")] == ["wsm", "hsw"]
+    assert (out / "junit.xml").exists()
+
+
+@needs_matrix
+def test_run_with_double_failures_exit_1(tmp_path, run_env):
+    r = cli("run", "--matrix", str(MATRIX), "--cpu", "spr", "--backend", "sde",
+            "--sde-path", str(SDE_DOUBLE), "--out", str(tmp_path / "o"), env=run_env())  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    assert "path: expected avx512, got aesni" in r.stderr  # progress lines name the reason
+    assert "failed" in r.stdout
+
+
+@needs_matrix
+def test_run_errors_exit_1_and_run_goes_on(tmp_path, run_env):
+    r = cli("run", "--matrix", str(MATRIX), "--cpu", "hsw", "--backend", "sde",
+            "--sde-path", str(SDE_DOUBLE), "--out", str(tmp_path / "o"),
+            env=run_env(SDE_DOUBLE_TRUNCATE="1"))  # fmt: skip
+    assert r.returncode == 1
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert res["counts"]["error"] == len(res["cells"]) > 1
+    assert all("bad mix file" in c["reasons"][0] for c in res["cells"])
+
+
+@needs_matrix
+def test_sigint_kills_children_and_writes_junit(tmp_path, run_env):
+    pidfile = tmp_path / "pids"
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sdematrix", "run", "--matrix", str(MATRIX), "--cpu", "hsw",
+         "--backend", "sde", "--sde-path", str(SDE_DOUBLE), "--out", str(out), "--jobs", "2",
+         "--timeout", "600"],
+        env=run_env(SDE_DOUBLE_HANG=str(pidfile)), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if pidfile.exists() and len(pidfile.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("the double never started")
+    proc.send_signal(signal.SIGINT)
+    _stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith("sdematrix: error: interrupted")
+    pids = [int(p) for line in pidfile.read_text().splitlines() for p in line.split()]
+    time.sleep(0.3)
+    for p in pids:
+        try:
+            os.kill(p, 0)
+            alive = Path(f"/proc/{p}/stat").read_text().split(")")[-1].split()[0] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            alive = False
+        assert not alive, f"process {p} survived the interrupt"
+    res = json.loads((out / "results.json").read_text())
+    assert res["interrupted"] is True and res["counts"]["not_run"] > 0
+    ET.parse(out / "junit.xml")
+
+
+def test_progress_plain_and_tty():
+    import io
+
+    from sdematrix.models import Cell
+    from sdematrix.progress import Progress
+    from sdematrix.verdict import Outcome
+
+    cell = Cell("spr", "gcm", "encrypt", 128, 64)
+    fail = Outcome(cell, "fail", ["path: expected avx512, got aesni", "x"], path="aesni",
+                   expected_path="avx512", backend="sde", duration_s=1.25)  # fmt: skip
+    plain = io.StringIO()
+    p = Progress(2, plain, tty=False)
+    p.start(cell)
+    p.finish(fail)
+    p.close()
+    assert plain.getvalue() == (
+        "[1/2] FAIL  spr.gcm.encrypt.128.64 (sde, aesni, 1.2s): "
+        "path: expected avx512, got aesni (+1 more)\n"
+    )
+    live = io.StringIO()
+    p = Progress(2, live, tty=True)
+    p.start(cell)
+    assert live.getvalue().startswith(
+        "\r[0/2] pass 0 fail 0 error 0 skip 0 | spr.gcm.encrypt.128.64"
+    )
+    p.finish(Outcome(cell, "pass", backend="sde", path="avx512"))
+    p.close()
+    assert "\r[1/2] pass 1 fail 0" in live.getvalue() and live.getvalue().endswith("\n")

@@ -1,0 +1,240 @@
+"""The SDE mix-file parser, on the real SDE 9.24 fixture and on files in its format."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from sdematrix.errors import MixFileError
+from sdematrix.mix import Selector, top_offenders
+from sdematrix.sde_mix import classify, parse_mix_file, parse_mix_text
+
+FIXTURE = Path("/work/shared/fixtures/sde/sde-9.24.0-mix-out.txt")
+needs_fixture = pytest.mark.skipif(not FIXTURE.exists(), reason="SDE fixture not present")
+
+
+@pytest.fixture(scope="module")
+def fixture_mix():
+    if not FIXTURE.exists():
+        pytest.skip("SDE fixture not present")
+    return parse_mix_file(FIXTURE)
+
+
+@needs_fixture
+def test_fixture_overall_is_the_final_global_block(fixture_mix):
+    m = fixture_mix
+    assert m.source == "sde"
+    assert m.overall.total == 187998768
+    assert m.overall.isa_ext["AVX2"] == 1090
+    assert m.overall.isa_set["AVX2"] == 1090
+    # the first EMIT_GLOBAL_DYNAMIC_STATS block is the empty one, and was not used
+    assert m.meta["early_global_totals"] == [0]
+    assert m.meta["sde_version"] == "9.24.0 external"
+    assert m.meta["mix_version"] == "10"
+    assert m.meta["iform"] is False
+    # opcode rows of the global block add up to its *total
+    assert sum(m.overall.forms.values()) == m.overall.total
+    assert m.overall.mnemonic["XGETBV"] == 2
+    assert m.overall.category["AVX2"] > 0
+
+
+@needs_fixture
+def test_fixture_threads_functions_images(fixture_mix):
+    m = fixture_mix
+    assert len(m.threads) == 8
+    assert m.threads[0].total == 12036391
+    # the thread histograms sum to the global one
+    assert sum(t.total for t in m.threads) == m.overall.total
+    assert m.meta["functions_from"] == "global"
+    names = [f.name for f in m.functions]
+    assert names[0] == "omp_get_num_procs"
+    f0 = m.functions[0]
+    assert f0.image == "/lib/x86_64-linux-gnu/libgomp.so.1"
+    assert (f0.lo, f0.hi) == (0x7F6BD7898F10, 0x7F6BD7898F8B)
+    assert f0.counts.total == 182316034
+    assert "check_match" in names
+    # images are the per-image sums of the functions
+    for img, counts in m.images.items():
+        assert counts.total == sum(f.counts.total for f in m.functions if f.image == img)
+    assert m.scoped("libgomp*").total == m.images["/lib/x86_64-linux-gnu/libgomp.so.1"].total
+    assert 0.99 < m.meta["function_coverage"] <= 1.0
+    assert any(r["image"] == "[vdso]" for r in m.meta["image_addresses"])
+
+
+@needs_fixture
+def test_fixture_parses_fast():
+    t0 = time.perf_counter()
+    parse_mix_file(FIXTURE)
+    assert time.perf_counter() - t0 < 0.5
+
+
+@needs_fixture
+def test_fixture_round_trips_through_json(fixture_mix, tmp_path):
+    from sdematrix.mix import Mix
+
+    fixture_mix.save(tmp_path / "m.json")
+    back = Mix.load(tmp_path / "m.json")
+    assert back.overall.total == fixture_mix.overall.total
+    assert back.overall.forms == fixture_mix.overall.forms
+
+
+@pytest.mark.parametrize(
+    ("name", "form"),
+    [
+        ("VAESENC_ZMMu128_ZMMu128_ZMMu128_AVX512", ("VAESENC", "evex", "zmm")),
+        ("VAESENC_YMMu128_YMMu128_YMMu128_AVX512", ("VAESENC", "evex", "ymm")),
+        ("VAESENC_YMMu128_YMMu128_YMMu128", ("VAESENC", "vex", "ymm")),
+        ("VAESENC_XMMdq_XMMdq_XMMdq", ("VAESENC", "vex", "xmm")),
+        ("AESENC_XMMdq_XMMdq", ("AESENC", "legacy", "xmm")),
+        ("PCLMULQDQ_XMMdq_XMMdq_IMMb", ("PCLMULQDQ", "legacy", "xmm")),
+        ("VPCLMULQDQ_ZMMu128_ZMMu64_ZMMu64_IMM8_AVX512", ("VPCLMULQDQ", "evex", "zmm")),
+        ("VPTERNLOGD_YMMu32_MASKmskw_YMMu32_YMMu32_IMM8_AVX512", ("VPTERNLOGD", "evex", "ymm")),
+        ("KMOVW_MASKmskw_GPR32u32_AVX512", ("KMOVW", "vex", "none")),
+        ("MOVSD_XMM_XMMsd_XMMsd_0F10", ("MOVSD_XMM", "legacy", "xmm")),
+        ("MOV_GPRv_GPRv_89", ("MOV", "legacy", "none")),
+        ("ADD_LOCK_MEMv_IMMb", ("ADD_LOCK", "legacy", "none")),
+        ("CALL_NEAR_RELBRd", ("CALL_NEAR", "legacy", "none")),
+        ("SHLX_GPR64q_GPR64q_GPR64q", ("SHLX", "vex", "none")),
+        # iclass (default) mode
+        ("AESENC", ("AESENC", "legacy", "xmm")),
+        ("VAESENC", ("VAESENC", "vex", "none")),
+        ("VPTERNLOGD", ("VPTERNLOGD", "evex", "none")),
+        ("VMOVDQU64", ("VMOVDQU64", "evex", "none")),
+        ("REP_STOSQ", ("REP_STOSQ", "legacy", "none")),
+        ("VERW", ("VERW", "legacy", "none")),
+    ],
+)
+def test_classify(name, form):
+    assert classify(name) == form
+
+
+def _block(header: str, rows: list[tuple[str, int]], tid: int | None = 0) -> list[str]:
+    out = ["#", header, "#"]
+    if tid is not None:
+        out.append(f"# TID {tid}")
+    out += ["#       opcode                 count", "#"]
+    out += [f"{n:<60}{c:>20}" for n, c in rows]
+    out.append(f"*total{sum(c for n, c in rows if not n.startswith('*')):>74}")
+    return out
+
+
+LIB = "/opt/vc/libvaescrypt.so"
+AVX512_ROWS = [
+    ("*isa-set-AVX512_VAES_512", 1000),
+    ("*isa-set-AVX512_VPCLMULQDQ_512", 50),
+    ("*category-AES", 1000),
+    ("*avx512", 1050),
+    ("VAESENC_ZMMu128_ZMMu128_ZMMu128_AVX512", 900),
+    ("VAESENCLAST_ZMMu128_ZMMu128_ZMMu128_AVX512", 100),
+    ("VPCLMULQDQ_ZMMu128_ZMMu64_ZMMu64_IMM8_AVX512", 50),
+    ("MOV_GPRv_MEMv", 7),
+]
+VEX_ROWS = [("*isa-set-VAES", 40), ("VAESENC_YMMu128_YMMu128_YMMu128", 40), ("RET_NEAR", 1)]
+
+
+def iform_file(truncate_at: int | None = None) -> str:
+    lines = [
+        "# Mix output version 10",
+        "# Intel(R) SDE version: 9.33.0 external",
+        "# EMIT_DYNAMIC_STATS FOR TID 0  OS-TID 42 EMIT #1",
+        *_block("# $dynamic-counts", AVX512_ROWS + VEX_ROWS),
+        "# END_DYNAMIC_STATS",
+        "# EMIT_PER_FUNCTION_STATS FOR TID 0  OS-TID 42 EMIT# 1",
+        *_block(
+            f"# $dynamic-counts-for-function: vc_gcm_enc_avx512  IMG: {LIB} at "
+            "[0x7f0000001000, 0x7f0000002000)  94.000%",
+            AVX512_ROWS,
+        ),
+        *_block(
+            f"# $dynamic-counts-for-function: vc_ghash_vaes(unsigned char*, int)  IMG: {LIB} at "
+            "[0x7f0000003000, 0x7f0000003100)   4.000%",
+            VEX_ROWS,
+        ),
+        "# END_PER_FUNCTION_STATS ",
+        "# EMIT_GLOBAL_DYNAMIC_STATS",
+        *_block("# $dynamic-counts", []),
+        "# END_DYNAMIC_STATS",
+        "# EMIT_GLOBAL_DYNAMIC_STATS   EMIT# 1",
+        *_block("# $global-dynamic-counts", AVX512_ROWS + VEX_ROWS, tid=None),
+        "",
+        "# END_GLOBAL_DYNAMIC_STATS",
+    ]
+    if truncate_at is not None:
+        lines = lines[:truncate_at]
+    return "\n".join(lines) + "\n"
+
+
+def test_iform_file_forms_and_scopes():
+    m = parse_mix_text(iform_file(), "t.mix")
+    o = m.overall
+    assert o.total == 1098
+    assert o.forms[("VAESENC", "evex", "zmm")] == 900
+    assert o.forms[("VAESENC", "vex", "ymm")] == 40
+    assert o.width["zmm"] == 1050
+    assert o.encoding["evex"] == 1050 and o.encoding["vex"] == 40
+    assert o.isa_set["AVX512_VAES_512"] == 1000
+    assert m.meta["iform"] is True
+    assert m.meta["groups"]["avx512"] == 1050
+    assert m.meta["early_global_totals"] == [0]
+    # no global per-function section: merged from the thread's
+    assert m.meta["functions_from"] == "threads"
+    assert {f.name for f in m.functions} == {
+        "vc_gcm_enc_avx512",
+        "vc_ghash_vaes(unsigned char*, int)",
+    }
+    assert m.scoped("libvaescrypt*").total == 1098
+    zmm = Selector(width="zmm")
+    assert zmm.count(m.scoped("libvaescrypt*")) == 1050
+    rows = top_offenders(m, Selector(mnemonic="VAESENC", width="ymm"))
+    assert rows == [("vc_ghash_vaes(unsigned char*, int)", LIB, ("VAESENC", "vex", "ymm"), 40)]
+
+
+def test_truncated_file_names_the_line():
+    text = iform_file()
+    n = len(text.splitlines())
+    with pytest.raises(MixFileError, match=r"t\.mix:\d+: .*truncated"):
+        parse_mix_text(iform_file(truncate_at=n - 4), "t.mix")
+
+
+def test_block_cut_by_next_header_is_an_error():
+    lines = iform_file().splitlines()
+    # drop the *total of the thread block: the END_DYNAMIC_STATS line comes too early
+    first_total = next(i for i, ln in enumerate(lines) if ln.startswith("*total"))
+    del lines[first_total]
+    with pytest.raises(MixFileError) as ei:
+        parse_mix_text("\n".join(lines), "t.mix")
+    msg = str(ei.value)
+    assert f"t.mix:{first_total + 1}:" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize(
+    ("bad", "pattern"),
+    [
+        ("VAESENC_ZMMu128_ZMMu128_ZMMu128_AVX512   12x4", "not an integer"),
+        ("VAESENC  1  2", "expected 'NAME COUNT'"),
+        ("VAESENC  -5", "negative"),
+    ],
+)
+def test_corrupt_rows(bad, pattern):
+    lines = iform_file().splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.startswith("MOV_GPRv_MEMv"))
+    lines[i] = bad
+    with pytest.raises(MixFileError, match=rf"t\.mix:{i + 1}: .*{pattern}"):
+        parse_mix_text("\n".join(lines), "t.mix")
+
+
+def test_missing_global_block_and_empty_file(tmp_path):
+    with pytest.raises(MixFileError, match="no '# \\$global-dynamic-counts' block"):
+        parse_mix_text("# Mix output version 10\n", "x.mix")
+    with pytest.raises(MixFileError, match="global-dynamic-counts"):
+        parse_mix_text("", "x.mix")
+    with pytest.raises(MixFileError, match="cannot read mix file"):
+        parse_mix_file(tmp_path / "missing.mix")
+
+
+def test_bad_function_header():
+    text = iform_file().replace("IMG: /opt", "IMAGE /opt", 1)
+    with pytest.raises(MixFileError, match="dynamic-counts-for-function"):
+        parse_mix_text(text, "t.mix")

@@ -1,0 +1,253 @@
+"""vc-tracer against a real traced program (tests/data/traced_sample.c): CPUID and
+XGETBV answers come from the profile, the marked region's instructions are
+counted exactly, threads / forks / execs are followed, exit status propagates."""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sdematrix.backends.ptrace import TracerOutput, parse_tracer_output
+from sdematrix.backends.ptrace_profile import image_sites, program_images, write_profile
+from sdematrix.decode import decode
+from sdematrix.models import CpuidLeaf, CpuModel
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACER_SRC = ROOT / "src" / "sdematrix" / "tracer"
+SAMPLE_SRC = ROOT / "tests" / "data" / "traced_sample.c"
+CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"]
+
+pytestmark = pytest.mark.skipif(
+    platform.system() != "Linux" or platform.machine() != "x86_64" or not shutil.which("gcc"),
+    reason="needs Linux x86-64 and gcc",
+)
+
+
+def _host_has(flag: str) -> bool:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return any(line.startswith("flags") and flag in line.split() for line in text.splitlines())
+
+
+def intel_model(*, avx2: bool = True, xcr0: int = 0x7, name: str = "hswish") -> CpuModel:
+    """A small self-consistent Intel profile (Haswell-like, optionally without AVX2)."""
+    ebx, ecx, edx = 0x756E6547, 0x6C65746E, 0x49656E69  # "Genu" "ntel" "ineI"
+    l1_ecx = sum(1 << b for b in (0, 1, 9, 12, 19, 20, 23, 25, 26, 27, 28))
+    l7_ebx = (1 << 3) | (1 << 8) | ((1 << 5) if avx2 else 0)
+    leaves = (
+        CpuidLeaf(0, 0, 0xD, ebx, ecx, edx),
+        CpuidLeaf(1, 0, 0x000306C3, 0x00100800, l1_ecx, 0x178BFBFF),
+        CpuidLeaf(7, 0, 0, l7_ebx, 0, 0),
+        CpuidLeaf(0xD, 0, 0x7, 0x340, 0x340, 0),
+        CpuidLeaf(0xD, 1, 0x1, 0, 0, 0),
+        CpuidLeaf(0x80000000, 0, 0x80000008, 0, 0, 0),
+        CpuidLeaf(0x80000001, 0, 0, 0, 0x21, 0x2C100800),
+    )
+    isa = {"AES", "PCLMULQDQ", "AVX", "XSAVE", "SSE3", "SSSE3", "SSE4_1", "SSE4_2", "POPCNT"}
+    if avx2:
+        isa |= {"AVX2", "BMI1", "BMI2", "FMA"}
+    return CpuModel(name, name, "GenuineIntel", None, None, False, leaves, xcr0,
+                    frozenset(isa), 256)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tracer (from source, as setup.py builds it) and the sample, dynamic
+    and static-PIE."""
+    d = tmp_path_factory.mktemp("tracer")
+    tracer = d / "vc-tracer"
+    srcs = sorted(str(p) for p in TRACER_SRC.glob("*.c"))
+    subprocess.run(["gcc", *CFLAGS, "-D_GNU_SOURCE", *srcs, "-o", str(tracer)], check=True)
+    out = {"tracer": tracer}
+    for kind, extra in (("dyn", ["-Wl,-z,now"]), ("spie", ["-static-pie"])):
+        exe = d / f"sample_{kind}"
+        cmd = ["gcc", *CFLAGS, "-maes", "-pthread", *extra, str(SAMPLE_SRC), "-o", str(exe)]
+        if subprocess.run(cmd, capture_output=True, check=False).returncode == 0:
+            out[kind] = exe
+    assert "dyn" in out
+    return out
+
+
+def trace(
+    built: dict[str, Path],
+    tmp_path: Path,
+    argv: list[str],
+    model: CpuModel,
+    *,
+    extra_images: tuple[str, ...] = (),
+    tracer_args: tuple[str, ...] = (),
+) -> tuple[subprocess.CompletedProcess[str], TracerOutput]:
+    profile, out = tmp_path / "profile.txt", tmp_path / "out.txt"
+    exe = shutil.which(argv[0]) or argv[0]
+    images = program_images(exe) + [p for e in extra_images for p in program_images(e)]
+    write_profile(profile, model, [s for p in dict.fromkeys(images) for s in image_sites(p)])
+    cmd = [str(built["tracer"]), "--profile", str(profile), "--out", str(out), *tracer_args]
+    proc = subprocess.run([*cmd, "--", *argv], capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+    text = out.read_text() if out.exists() else "vc-tracer-output 1\n"
+    return proc, parse_tracer_output(text)
+
+
+def counts_by_mnemonic(t: TracerOutput) -> Counter[str]:
+    c: Counter[str] = Counter()
+    for _space, addr, n, code in t.insns:
+        c[decode(code, addr).mnemonic] += n
+    return c
+
+
+def test_cpuid_and_xgetbv_come_from_profile(built: dict[str, Path], tmp_path: Path) -> None:
+    proc, t = trace(built, tmp_path, [str(built["dyn"])], intel_model(avx2=False, xcr0=0x7))
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert seen["vendor"] == "GenuineIntel" and seen["max_leaf"] == 0xD
+    assert seen["avx2"] == 0 and seen["avx512f"] == 0 and seen["aes"] == 1
+    assert seen["xcr0"] == "0x7"
+    assert t.cpuid_answered >= 4  # ld.so's feature probe + the sample's 3
+    assert t.xgetbv_emulated >= 1
+    assert t.exit_kind == "code" and t.exit_value == 0 and t.complete
+
+    proc, _ = trace(built, tmp_path, [str(built["dyn"])], intel_model(avx2=True, xcr0=0x7))
+    assert json.loads(proc.stdout.splitlines()[-1])["avx2"] == 1
+
+
+@pytest.mark.parametrize("iters", [1, 37, 1000])
+def test_region_counts_exact(built: dict[str, Path], tmp_path: Path, iters: int) -> None:
+    argv = [str(built["dyn"]), "--iters", str(iters), "--rep", "9"]
+    proc, t = trace(built, tmp_path, argv, intel_model())
+    assert proc.returncode == 0, proc.stderr
+    c = counts_by_mnemonic(t)
+    assert c["AESENC"] == iters
+    assert c["DEC"] == iters and c["JNE"] == iters
+    assert c["MOVSB"] == 1  # rep movsb with rcx=9: once per visit, not 9
+    assert t.regions == 1
+    # nothing outside the marks: the stop mark's `mov ebx, 0x222` is the last
+    # instruction, the start mark's own bytes are not counted
+    assert all(code[:3] != b"\x64\x67\x90" for _s, _a, _n, code in t.insns)
+    loop = {"AESENC", "DEC", "JNE"}
+    others = [n for _s, a, n, code in t.insns if decode(code, a).mnemonic not in loop]
+    assert others and all(n == 1 for n in others)  # straight code around the loop: once
+    total = sum(n for *_x, n, _c in t.insns)
+    assert total == 3 * iters + len(others)
+    assert t.steps == total + 8  # the rep steps 9 times, counted once
+    assert t.maps and str(built["dyn"]) in next(iter(t.maps.values()))
+
+
+def test_threads_and_fork_are_followed(built: dict[str, Path], tmp_path: Path) -> None:
+    argv = [str(built["dyn"]), "--iters", "50", "--threads", "3", "--fork"]
+    proc, t = trace(built, tmp_path, argv, intel_model(avx2=False, xcr0=0x7))
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert seen["threads_avx2"] == [0, 0, 0]
+    assert seen["threads_xcr0"] == ["0x7"] * 3
+    assert seen["fork_avx2"] == 0
+    assert t.regions == 4  # main thread + 3 threads
+    assert counts_by_mnemonic(t)["AESENC"] == 4 * 50
+
+
+def test_static_pie(built: dict[str, Path], tmp_path: Path) -> None:
+    if "spie" not in built:
+        pytest.skip("no static-pie toolchain")
+    argv = [str(built["spie"]), "--iters", "20", "--threads", "1"]
+    proc, t = trace(built, tmp_path, argv, intel_model(avx2=False, xcr0=0x3))
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert (seen["avx2"], seen["xcr0"], seen["threads_avx2"]) == (0, "0x3", [0])
+    assert counts_by_mnemonic(t)["AESENC"] == 2 * 20
+
+
+def test_exec_is_followed(built: dict[str, Path], tmp_path: Path) -> None:
+    """The model survives an exec (CPUID interception re-established after it)."""
+    sh = shutil.which("sh")
+    assert sh
+    argv = [sh, "-c", f"exec {built['dyn']} --iters 5"]
+    proc, t = trace(
+        built, tmp_path, argv, intel_model(avx2=False), extra_images=(str(built["dyn"]),)
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["avx2"] == 0
+    assert counts_by_mnemonic(t)["AESENC"] == 5
+
+
+def test_exit_status_and_signals(built: dict[str, Path], tmp_path: Path) -> None:
+    proc, t = trace(built, tmp_path, [str(built["dyn"]), "--bogus"], intel_model())
+    assert proc.returncode == 2 and (t.exit_kind, t.exit_value) == ("code", 2)
+    sh = shutil.which("sh")
+    assert sh
+    # a signal the program handles itself passes through; one that kills it propagates
+    proc, t = trace(built, tmp_path, [sh, "-c", "trap 'exit 7' USR1; kill -USR1 $$; sleep 5"],
+                    intel_model())  # fmt: skip
+    assert (t.exit_kind, t.exit_value) == ("code", 7)
+    proc, t = trace(built, tmp_path, [sh, "-c", "kill -SEGV $$"], intel_model())
+    assert (t.exit_kind, t.exit_value) == ("signal", 11) and proc.returncode == 128 + 11
+
+
+def test_zmm_code_runs_and_is_recorded(built: dict[str, Path], tmp_path: Path) -> None:
+    if not _host_has("avx512f"):
+        pytest.skip("host has no AVX-512")
+    proc, t = trace(built, tmp_path, [str(built["dyn"]), "--zmm"], intel_model())
+    assert proc.returncode == 0, proc.stderr
+    widths = {decode(code).width for *_x, code in t.insns}
+    assert "zmm" in widths
+
+
+def test_max_steps_truncates(built: dict[str, Path], tmp_path: Path) -> None:
+    argv = [str(built["dyn"]), "--iters", "1000"]
+    proc, t = trace(built, tmp_path, argv, intel_model(), tracer_args=("--max-steps", "100"))
+    assert proc.returncode == 0
+    assert t.truncated and t.steps == 100
+
+
+def test_cpuid_fault_mode_reports_kernel_support(built: dict[str, Path], tmp_path: Path) -> None:
+    """--cpuid-mode fault works where the kernel has CPUID faulting, and fails
+    with a clear message where it does not (never silently sees the host)."""
+    proc, t = trace(built, tmp_path, [str(built["dyn"])], intel_model(avx2=False),
+                    tracer_args=("--cpuid-mode", "fault"))  # fmt: skip
+    if proc.returncode == 0:
+        assert t.cpuid_mode == "fault"
+        assert json.loads(proc.stdout.splitlines()[-1])["avx2"] == 0
+    else:
+        assert "ARCH_SET_CPUID" in proc.stderr and proc.returncode == 125
+
+
+def test_bad_profile_is_one_line_error(built: dict[str, Path], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("cpuid 1 2\nxcr0 7\n")
+    proc = subprocess.run([str(built["tracer"]), "--profile", str(bad), "--out",
+                           str(tmp_path / "o"), "--", "true"], capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 125
+    assert proc.stderr.count("\n") == 1 and "bad cpuid line" in proc.stderr
+
+
+def test_unlisted_leaves_follow_hardware_rules(built: dict[str, Path], tmp_path: Path) -> None:
+    """Max basic leaf 1: the sample's leaf-7 query is above it.  An Intel model
+    then answers with leaf 1's data (EBX bit 5 set here, read as "avx2"), an AMD
+    model with zeros."""
+    base = intel_model(avx2=True)
+
+    def with_leaves(vendor_regs: tuple[int, int, int], vendor: str) -> CpuModel:
+        leaves = tuple(
+            CpuidLeaf(0, 0, 1, *vendor_regs) if c.leaf == 0
+            else CpuidLeaf(1, 0, c.eax, 0x00100820, c.ecx, c.edx) if c.leaf == 1
+            else c
+            for c in base.cpuid
+        )  # fmt: skip
+        return replace(base, vendor=vendor, cpuid=leaves)
+
+    intel = with_leaves((0x756E6547, 0x6C65746E, 0x49656E69), "GenuineIntel")
+    amd = with_leaves((0x68747541, 0x444D4163, 0x69746E65), "AuthenticAMD")
+    proc, _ = trace(built, tmp_path, [str(built["dyn"])], intel)
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert (seen["vendor"], seen["max_leaf"], seen["avx2"]) == ("GenuineIntel", 1, 1)
+    proc, _ = trace(built, tmp_path, [str(built["dyn"])], amd)
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert (seen["vendor"], seen["max_leaf"], seen["avx2"]) == ("AuthenticAMD", 1, 0)

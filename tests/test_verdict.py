@@ -1,0 +1,162 @@
+"""Verdicts from fabricated RunResults: every broken rule is one line of the failure."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from doubles.fake_matrix import fake_digest, make_matrix, sel
+
+from sdematrix.backends.base import RunResult, Violation
+from sdematrix.mix import Mix
+from sdematrix.models import Cell
+from sdematrix.verdict import judge
+
+LIB = "/usr/lib/libvaescrypt.so"
+
+
+def aesni_mix() -> Mix:
+    m = Mix(source="sde")
+    for fn, mn, n in (("vc_cfb8_aesni", "AESENC", 160), ("vc_cfb8_aesni", "AESENCLAST", 16),
+                      ("vc_gcm_aesni", "PCLMULQDQ", 8)):  # fmt: skip
+        m.add_instruction(image=LIB, function=fn, mnemonic=mn, encoding="legacy", width="xmm",
+                          count=n, isa_set="AES")  # fmt: skip
+    m.add_instruction(image=LIB, function="memcpy", mnemonic="MOV", encoding="legacy",
+                      width="none", count=50)  # fmt: skip
+    return m
+
+
+def probe(cell: Cell, path: str, **kw) -> dict:
+    d = {"probe": 1, "status": "ok", "mode": cell.mode, "dir": cell.direction,
+         "key_bits": cell.key_bits, "length": cell.length, "seed": 1, "path": path,
+         "digest": fake_digest(cell, 1)}  # fmt: skip
+    d.update(kw)
+    return d
+
+
+def ok_result(cell: Cell, path: str, mix: Mix, **kw) -> RunResult:
+    return RunResult(backend="sde", status="ok", exit_code=0, probe=probe(cell, path, **kw),
+                     mix=mix, backend_version="9.33.0", duration_s=1.5)  # fmt: skip
+
+
+def test_pass():
+    matrix = make_matrix()
+    cell = Cell("hsw", "cfb8", "encrypt", 128, 64)
+    o = judge(cell, matrix.models["hsw"], matrix, ok_result(cell, "aesni", aesni_mix()),
+              fake_digest(cell, 1))  # fmt: skip
+    assert o.status == "pass", o.reasons
+    assert o.reasons == [] and o.path == o.expected_path == "aesni"
+    assert o.backend == "sde" and o.backend_version == "9.33.0" and o.duration_s == 1.5
+
+
+def test_expecting_avx512_for_cfb8_fails_with_path_and_missing_zmm():
+    matrix = make_matrix()
+    matrix.expected[("spr", "cfb8", "encrypt")] = "avx512"  # a wrong expectation
+    cell = Cell("spr", "cfb8", "encrypt", 128, 64)
+    o = judge(cell, matrix.models["spr"], matrix, ok_result(cell, "aesni", aesni_mix()),
+              fake_digest(cell, 1))  # fmt: skip
+    assert o.status == "fail"
+    assert o.reasons[0] == "path: expected avx512, got aesni"
+    assert o.reasons[1] == (
+        "required by path avx512 but not executed: {mnemonic=VAESENC*, width=zmm}"
+    )
+    assert len(o.reasons) == 2
+    assert all("\n" not in r for r in o.reasons)
+
+
+def test_zmm_requirement_added_to_aesni_fails_naming_it():
+    matrix = make_matrix()
+    sig = matrix.signatures["aesni"]
+    matrix.signatures["aesni"] = dataclasses.replace(
+        sig, require={**sig.require, "*": (*sig.require["*"], sel(width="zmm"))}
+    )
+    cell = Cell("hsw", "cfb8", "decrypt", 128, 64)
+    o = judge(cell, matrix.models["hsw"], matrix, ok_result(cell, "aesni", aesni_mix()),
+              fake_digest(cell, 1))  # fmt: skip
+    assert o.status == "fail"
+    assert o.reasons == ["required by path aesni but not executed: {width=zmm}"]
+
+
+def test_forbidden_instructions_are_named_with_functions():
+    matrix = make_matrix()
+    mix = aesni_mix()
+    mix.add_instruction(image=LIB, function="vc_gcm_avx512_enc", mnemonic="VAESENC",
+                        encoding="evex", width="zmm", count=640, isa_set="AVX512_VAES_512")  # fmt: skip
+    mix.add_instruction(image=LIB, function="vc_ghash_avx512", mnemonic="VPCLMULQDQ",
+                        encoding="evex", width="zmm", count=32)  # fmt: skip
+    cell = Cell("hsw", "gcm", "encrypt", 128, 64)
+    o = judge(
+        cell, matrix.models["hsw"], matrix, ok_result(cell, "aesni", mix), fake_digest(cell, 1)
+    )
+    assert o.status == "fail"
+    zmm = [r for r in o.reasons if "{width=zmm}" in r]
+    assert zmm == [
+        (
+            "forbidden for path aesni but executed 672x: {width=zmm} -- "
+            "VAESENC(evex,zmm) x640 in vc_gcm_avx512_enc (libvaescrypt.so); "
+            "VPCLMULQDQ(evex,zmm) x32 in vc_ghash_avx512 (libvaescrypt.so)"
+        )
+    ]
+    isa = [r for r in o.reasons if "isa_set=AVX512*" in r]
+    assert isa == [
+        "forbidden for path aesni but executed 640x: {isa_set=AVX512*} -- isa_set AVX512_VAES_512 x640"
+    ]
+
+
+def test_chip_violation_digest_and_status_all_reported():
+    matrix = make_matrix()
+    cell = Cell("hsw", "gcm", "encrypt", 128, 64)
+    res = ok_result(cell, "aesni", aesni_mix(), digest="00" * 32)
+    res.violations = [Violation("not valid for chip HASWELL: vaesenc zmm0", 0x401136,
+                                "vc_gcm_avx512_enc", LIB, "VAESENC", "62 f2")]  # fmt: skip
+    o = judge(cell, matrix.models["hsw"], matrix, res, fake_digest(cell, 1))
+    assert o.status == "fail"
+    assert (
+        "chip check (hsw): VAESENC vc_gcm_avx512_enc in libvaescrypt.so at 0x401136 [62 f2]: "
+        "not valid for chip HASWELL: vaesenc zmm0"
+    ) in o.reasons
+    assert f"digest: expected {fake_digest(cell, 1)}, got {'00' * 32}" in o.reasons
+
+    res2 = ok_result(cell, "aesni", aesni_mix(), status="unsupported", message="no VAES")
+    o2 = judge(cell, matrix.models["hsw"], matrix, res2, fake_digest(cell, 1))
+    assert o2.status == "fail" and "probe status 'unsupported': no VAES" in o2.reasons
+    assert not any(r.startswith("digest") for r in o2.reasons)
+
+
+def test_chip_check_abort_without_probe_is_fail_not_error():
+    matrix = make_matrix()
+    cell = Cell("hsw", "gcm", "encrypt", 128, 64)
+    res = RunResult(backend="sde", status="ok", exit_code=1,
+                    violations=[Violation("not valid for chip HASWELL", 0x10, "f")])  # fmt: skip
+    o = judge(cell, matrix.models["hsw"], matrix, res, fake_digest(cell, 1))
+    assert o.status == "fail"
+    assert any(r.startswith("chip check (hsw): f at 0x10") for r in o.reasons)
+
+
+def test_errors_and_skips():
+    matrix = make_matrix()
+    cell = Cell("spr", "gcm", "encrypt", 128, 64)
+    m = matrix.models["spr"]
+    t = RunResult(backend="sde", status="timeout", reason="timed out after 5s",
+                  stderr_tail="line1\nlast words")  # fmt: skip
+    o = judge(cell, m, matrix, t, "x")
+    assert o.status == "error" and o.reasons == ["timed out after 5s"]
+    assert "last words" in o.output_tail
+    no_json = RunResult(backend="sde", status="ok", exit_code=139, stdout_tail="garbage")
+    o = judge(cell, m, matrix, no_json, "x")
+    assert o.status == "error" and o.reasons == ["no probe JSON in the output (exit code 139)"]
+    assert "garbage" in o.output_tail
+    s = RunResult(
+        backend="auto", status="skip", reason="no backend can run spr: sde: not installed"
+    )
+    o = judge(cell, m, matrix, s, None)
+    assert o.status == "skip" and o.message == "no backend can run spr: sde: not installed"
+
+
+def test_missing_mix_is_a_failure_reason():
+    matrix = make_matrix()
+    cell = Cell("hsw", "cfb8", "encrypt", 128, 64)
+    res = ok_result(cell, "aesni", aesni_mix())
+    res.mix = None
+    o = judge(cell, matrix.models["hsw"], matrix, res, fake_digest(cell, 1))
+    assert o.status == "fail"
+    assert o.reasons == ["no instruction mix to check the path signature against"]
