@@ -35,7 +35,7 @@ ffibuilder = FFI()
 ffibuilder.cdef(bi.read_cdef(ROOT))
 ffibuilder.set_source(
     "vaescrypt._native",
-    '#include "vaescrypt.h"\n#include "vc_dispatch_hooks.h"\n',
+    '#include "vaescrypt.h"\n#include "vc_dispatch_hooks.h"\n#include "vc_bench.h"\n',
     include_dirs=[str(d) for d in bi.include_dirs(ROOT)],
 )
 

@@ -15,4 +15,4 @@ if [ "${#missing[@]}" -gt 0 ]; then
     $SUDO apt-get update -qq
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-python3 -m pip install -q -e ".[test,report]"
+python3 -m pip install -q -e ".[test]"

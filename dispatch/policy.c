@@ -204,6 +204,20 @@ vc_path vc_select_with(const vc_cpu_features *f, vc_mode m, vc_dir d)
 {
     if (!valid(m, d))
         return VC_PATH_GENERIC;
+#ifdef VC_FAULT_CFB8_VAES
+    /* FAULT BUILD ONLY (mutation test "CFB8 must never run VAES"): CFB8 tries
+     * the wide paths first and skips the eligibility rule, so on a VAES CPU
+     * it lands on whichever VAES tier carries the fault's cfb8 functions
+     * (avx512 or vaes_avx2; avx10_256 has none and is passed over). */
+    if (m == VC_MODE_CFB8) {
+        static const int wide[] = WIDE_FIRST;
+        for (const int *p = wide; *p != END; p++) {
+            vc_path path = (vc_path)*p;
+            if (path_missing_for(f, m, path) == 0 && !veto(f, path) && implemented(m, d, path))
+                return path;
+        }
+    }
+#endif
     for (const int *p = preference[m][d]; *p != END; p++) {
         vc_path path = (vc_path)*p;
         if (vc_path_eligible(m, d, path) && path_missing_for(f, m, path) == 0 &&

@@ -30,13 +30,16 @@ struct vc_gcm_key {
 
 enum { PHASE_AAD = 0, PHASE_DATA = 1, PHASE_DONE = 2 };
 
-/* One message in flight (a stream, or the stack frame of a one-shot call). */
+/* One message in flight (a stream, or the stack frame of a one-shot call).
+ * The five blocks come first and together: ctx_wipe clears exactly them
+ * (the rest is pointers and counters, nothing secret). */
 typedef struct gcm_ctx {
     alignas(16) uint8_t X[16];
     alignas(16) uint8_t ctr[16];  /* next counter block */
     alignas(16) uint8_t ekj0[16]; /* E_K(J0) */
     alignas(16) uint8_t buf[16];  /* partial AAD block, or partial ciphertext block */
     alignas(16) uint8_t ks[16];   /* keystream of the partial data block */
+#define GCM_CTX_SECRET_BYTES 80
     const vc_aes_key *aes;
     const vc_ghash_key *gh;
     const vc_tier *t;
@@ -53,6 +56,30 @@ struct vc_gcm_stream {
 static int tag_len_ok(size_t n)
 {
     return n == 4 || n == 8 || (n >= 12 && n <= 16);
+}
+
+/* Zero n bytes (n a compile-time constant at every call) so that the
+ * compiler may not drop the stores: a fixed-size memset is inlined as a few
+ * vector stores, where vc_secure_zero's variable-size memset is a libc call
+ * and the memset of a whole struct may become a slow-starting REP STOS. */
+#define WIPE(p, n)                                                                                 \
+    do {                                                                                           \
+        memset((p), 0, (n));                                                                       \
+        __asm__ __volatile__("" : : "r"(p) : "memory");                                            \
+    } while (0)
+
+static void ctx_wipe(gcm_ctx *c)
+{
+    static_assert(offsetof(gcm_ctx, ks) + 16 == GCM_CTX_SECRET_BYTES, "secret blocks not first");
+    WIPE(c, GCM_CTX_SECRET_BYTES);
+}
+
+/* J0 for a 12-byte IV: IV || 0^31 || 1. */
+static void j0_from_iv96(uint8_t j0[16], const uint8_t *iv)
+{
+    memcpy(j0, iv, 12);
+    static const uint8_t one_be[4] = {0, 0, 0, 1};
+    memcpy(j0 + 12, one_be, 4);
 }
 
 /* ------------------------------------------------------------------ key -- */
@@ -158,17 +185,21 @@ static int ctx_init(gcm_ctx *c, const vc_gcm_key *k, int dir, const uint8_t *iv,
     if (iv_len == 0 || (uint64_t)iv_len > VC_GCM_MAX_IV)
         return VC_ERR_IV_LENGTH;
 
-    memset(c, 0, sizeof *c);
+    /* Field by field, not memset(c): buf and ks are always written before
+     * they are read (nbuf says how much of buf is live). */
+    memset(c->X, 0, 16);
     c->aes = &k->aes;
     c->gh = k->ghk[dir];
     c->t = k->tier[dir];
     c->dir = dir;
     c->phase = PHASE_AAD;
+    c->nbuf = 0;
+    c->aad_len = 0;
+    c->data_len = 0;
 
-    uint8_t j0[16] = {0};
+    alignas(16) uint8_t j0[16] = {0};
     if (iv_len == 12) {
-        memcpy(j0, iv, 12);
-        j0[15] = 1;
+        j0_from_iv96(j0, iv);
     } else {
         uint8_t lenblk[16] = {0};
         ghash_padded(c, j0, iv, iv_len);
@@ -178,7 +209,7 @@ static int ctx_init(gcm_ctx *c, const vc_gcm_key *k, int dir, const uint8_t *iv,
     c->t->encrypt_block(c->aes, j0, c->ekj0);
     memcpy(c->ctr, j0, 16);
     vc_store_be32(c->ctr + 12, vc_load_be32(j0 + 12) + 1);
-    vc_secure_zero(j0, sizeof j0);
+    WIPE(j0, sizeof j0);
     return VC_OK;
 }
 
@@ -316,12 +347,99 @@ static void ctx_tag(gcm_ctx *c, uint8_t full_tag[16])
 
 /* ----------------------------------------------------------- one-shot -- */
 
+/*
+ * Small one-shot messages in two tier calls instead of four.
+ *
+ * The general path makes four calls: encrypt_block (E(J0)), ghash (AAD),
+ * gcm_enc/dec (data), ghash (length block).  On the wide tiers each call
+ * costs a whole batch whatever its length (16 blocks of AES or GHASH on
+ * zmm), so for a short message the calls ARE the cost.  Two facts let us
+ * make just two:
+ *
+ *   1. E(J0) is the CTR keystream of counter J0.  Running the tier's CTR from
+ *      J0 (not inc32(J0)) over a zero block followed by the message gives
+ *      E(J0) in block 0 and the message's output after it:
+ *
+ *        tmp_in  = [ 0^128 | P_1 .. P_n ]      counters J0, J0+1 .. J0+n
+ *        tmp_out = [ E(J0) | C_1 .. C_n ]      (gcm_enc/gcm_dec)
+ *
+ *      The GHASH that call also computes (over the wrong blocks) goes into
+ *      a throw-away accumulator.
+ *
+ *   2. With the ciphertext in hand, S is ONE ghash over the contiguous
+ *
+ *        hbuf = [ A | 0-pad | C | 0-pad | len(A)_64 | len(C)_64 ]
+ *
+ *      and T = E(J0) ^ S.
+ *
+ * Worth it while both calls stay within one batch (GCM_SMALL_MAX bytes):
+ * past that the throw-away GHASH and the copies cost more than the two calls
+ * saved.  Decryption writes the plaintext to `out` only after the tag has
+ * verified, so a forgery releases nothing at all.
+ */
+#define GCM_SMALL_MAX 256
+
+static int one_shot_small(const vc_gcm_key *k, int dir, const uint8_t j0[16], const uint8_t *aad,
+                          size_t aad_len, const uint8_t *in, uint8_t *out, size_t len,
+                          uint8_t *tag_io, size_t tag_len)
+{
+    const vc_tier *t = k->tier[dir];
+    alignas(64) uint8_t tmp[GCM_SMALL_MAX]; /* [0 | data] in, [E(J0) | result] out */
+    alignas(64) uint8_t hbuf[GCM_SMALL_MAX];
+    alignas(16) uint8_t ctr[16], junk[16] = {0}, S[16] = {0}, full[16];
+    const size_t apad = (aad_len + 15) & ~(size_t)15;
+    const size_t cpad = (len + 15) & ~(size_t)15;
+    const size_t hlen = apad + cpad + 16;
+    int st = VC_OK;
+
+    memset(tmp, 0, 16);
+    if (len)
+        memcpy(tmp + 16, in, len);
+    memcpy(ctr, j0, 16);
+    if (dir == VC_DIR_ENCRYPT)
+        t->gcm_enc(&k->aes, k->ghk[dir], ctr, junk, tmp, tmp, 16 + len);
+    else
+        t->gcm_dec(&k->aes, k->ghk[dir], ctr, junk, tmp, tmp, 16 + len);
+
+    /* hbuf: A, C (ciphertext: the output when encrypting, the input when
+     * decrypting), zero padding, and the length block. */
+    memset(hbuf, 0, hlen - 16);
+    if (aad_len)
+        memcpy(hbuf, aad, aad_len);
+    if (len)
+        memcpy(hbuf + apad, dir == VC_DIR_ENCRYPT ? tmp + 16 : in, len);
+    vc_store_be64(hbuf + hlen - 16, (uint64_t)aad_len * 8);
+    vc_store_be64(hbuf + hlen - 8, (uint64_t)len * 8);
+    t->ghash(k->ghk[dir], S, hbuf, hlen);
+    for (int i = 0; i < 16; i++)
+        full[i] = S[i] ^ tmp[i];
+
+    if (dir == VC_DIR_ENCRYPT) {
+        memcpy(tag_io, full, tag_len);
+        if (len)
+            memcpy(out, tmp + 16, len);
+    } else if (vc_ct_memeq(full, tag_io, tag_len)) {
+        if (len)
+            memcpy(out, tmp + 16, len);
+    } else {
+        vc_secure_zero(out, len); /* same contract as the general path */
+        st = VC_ERR_AUTH;
+    }
+    /* keystream-derived bytes and the plaintext copy; hbuf holds only
+     * public data (AAD, ciphertext, lengths) */
+    vc_secure_zero(tmp, 16 + len);
+    WIPE(S, 16);
+    WIPE(full, 16);
+    WIPE(junk, 16);
+    return st;
+}
+
 static int one_shot(const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_len,
                     const uint8_t *aad, size_t aad_len, const uint8_t *in, uint8_t *out,
                     size_t len, uint8_t *tag_io, size_t tag_len)
 {
     gcm_ctx c;
-    uint8_t full[16];
+    alignas(16) uint8_t full[16];
     int st;
 
     if (!k)
@@ -336,6 +454,16 @@ static int one_shot(const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_l
         return VC_ERR_TAG_LENGTH;
     if ((uint64_t)len > VC_GCM_MAX_DATA || (uint64_t)aad_len > VC_GCM_MAX_AAD)
         return VC_ERR_DATA_LENGTH;
+
+    /* The common case, a 12-byte IV and a short message: J0 needs no GHASH,
+     * its counter field is 1 (no 2^32 wrap within a message this short). */
+    if (iv && iv_len == 12 && k->status[dir] == VC_OK && 16 + len <= GCM_SMALL_MAX &&
+        ((aad_len + 15) & ~(size_t)15) + ((len + 15) & ~(size_t)15) + 16 <= GCM_SMALL_MAX) {
+        alignas(16) uint8_t j0[16];
+        j0_from_iv96(j0, iv);
+        return one_shot_small(k, dir, j0, aad, aad_len, in, out, len, tag_io, tag_len);
+    }
+
     if ((st = ctx_init(&c, k, dir, iv, iv_len)) != VC_OK)
         return st;
     ctx_aad(&c, aad, aad_len);
@@ -352,8 +480,8 @@ static int one_shot(const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_l
         vc_secure_zero(out, len);
         st = VC_ERR_AUTH;
     }
-    vc_secure_zero(full, sizeof full);
-    vc_secure_zero(&c, sizeof c);
+    WIPE(full, sizeof full);
+    ctx_wipe(&c);
     return st;
 }
 

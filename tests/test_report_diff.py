@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from data.results import resultsgen
+
 from sdematrix.report import ResultsDirError, diff, render_text
 from sdematrix.report.diff import MixChange
 

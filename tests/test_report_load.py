@@ -6,8 +6,8 @@ import json
 import shutil
 
 import pytest
-
 from data.results import resultsgen
+
 from sdematrix.errors import SdeMatrixError
 from sdematrix.report.load import ResultsDirError, load_results, worst_status
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from data.results import resultsgen
+
 from sdematrix.errors import OutputDirError
 from sdematrix.report import ResultsDirError, emit_step_summary, write_markdown, write_reports
 from sdematrix.report.markdown import BUDGET

@@ -108,6 +108,16 @@ def _positive_float(text: str) -> float:
     return v
 
 
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return v
+
+
 def _seed(text: str) -> int:
     try:
         v = int(text, 0)
@@ -220,6 +230,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         # fail now, not after the run, when the JUnit file cannot be written
         write_probe = junit_path.parent / f".{junit_path.name}.write-test"
         try:
+            if junit_path.is_dir():
+                raise IsADirectoryError(21, "Is a directory")
             junit_path.parent.mkdir(parents=True, exist_ok=True)
             write_probe.write_text("")
             write_probe.unlink()
@@ -245,6 +257,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     write_results(out, report)
     if junit_path is not None:
         write_junit(junit_path, report)
+    _write_run_reports(out, args.report)
     sys.stdout.write(summary_table(report))
     sys.stdout.write(f"results: {out}/results.json  junit: {junit_path or out / 'junit.xml'}\n")
     sys.stdout.flush()
@@ -252,6 +265,82 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: interrupted; results for finished cells written", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _write_run_reports(out: Path, report_dir: str | None) -> None:
+    """HTML + markdown after a run (and $GITHUB_STEP_SUMMARY when set).  A
+    report problem is a warning: it never changes the run's exit code."""
+    from .report import write_reports
+
+    if report_dir is None and not os.environ.get("GITHUB_STEP_SUMMARY"):
+        return
+    try:
+        files = write_reports(out, report_dir)
+    except (SdeMatrixError, OSError) as e:
+        print(f"{PROG}: warning: report not written: {e}", file=sys.stderr)
+        return
+    if report_dir is not None:
+        print(f"report: {files.html}")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import emit_step_summary, write_html, write_markdown
+
+    results = Path(args.results_dir)
+    dest = Path(args.html) if args.html else results / "report.html"
+    path = write_html(results, dest)
+    if args.markdown is not None:
+        text = write_markdown(results)
+        if args.markdown == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.markdown).write_text(text)
+    if args.step_summary:
+        emit_step_summary(results)
+    print(f"report: {path}", file=sys.stderr if args.markdown == "-" else sys.stdout)
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .report import diff, render_text
+
+    rep = diff(args.old, args.new, threshold=args.threshold, min_abs=args.min_abs)
+    sys.stdout.write(render_text(rep))
+    return int(rep.exit_code)
+
+
+def cmd_merge_junit(args: argparse.Namespace) -> int:
+    from .docker_runner import merge_junit
+
+    files = [Path(f) for f in args.files]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise MatrixFileError(f"merge-junit: no such file: {', '.join(missing)}")
+    merge_junit(files, Path(args.out))
+    print(f"merged {len(files)} file(s) into {args.out}")
+    return EXIT_OK
+
+
+def cmd_docker_run(args: argparse.Namespace) -> int:
+    from .docker_runner import run_in_docker
+    from .matrix_file import select_cpus
+
+    matrix = _load(args.matrix)
+    cpus = select_cpus(matrix, args.cpu) if args.cpu else list(matrix.models)
+    code = run_in_docker(
+        cpus,
+        out=Path(args.out),
+        jobs=args.jobs,
+        image=args.image,
+        context=Path(args.context),
+        rebuild=args.build,
+        base_image=args.base_image,
+        backend=args.backend,
+        timeout=args.timeout,
+    )
+    if (Path(args.out) / "junit.xml").is_file():
+        print(f"junit: {Path(args.out) / 'junit.xml'}")
+    return code
 
 
 def cmd_list_cpus(args: argparse.Namespace) -> int:
@@ -306,7 +395,50 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--seed", type=_seed, default=None, help="probe input seed (default: the matrix's)"
     )
+    r.add_argument("--report", metavar="DIR",
+                   help="also write report.html and summary.md into DIR")  # fmt: skip
     r.set_defaults(func=cmd_run)
+
+    rp = sub.add_parser("report", help="write the HTML report (and markdown) of a results dir")
+    rp.add_argument("results_dir")
+    rp.add_argument("--html", metavar="FILE", help="HTML file (default: RESULTS_DIR/report.html)")
+    rp.add_argument("--markdown", metavar="FILE", nargs="?", const="-",
+                    help="also write the markdown summary to FILE (or stdout)")  # fmt: skip
+    rp.add_argument("--step-summary", action="store_true",
+                    help="append the markdown summary to $GITHUB_STEP_SUMMARY")  # fmt: skip
+    rp.set_defaults(func=cmd_report)
+
+    d = sub.add_parser("diff", help="what changed between two results dirs")
+    d.add_argument("old")
+    d.add_argument("new")
+    d.add_argument("--threshold", type=_nonneg_float, default=0.10,
+                   help="relative mix change worth reporting (default 0.10)")  # fmt: skip
+    d.add_argument("--min-abs", type=_positive_int, default=16,
+                   help="absolute instruction-count change worth reporting (default 16)")  # fmt: skip
+    d.set_defaults(func=cmd_diff)
+
+    mj = sub.add_parser("merge-junit", help="merge JUnit files into one")
+    mj.add_argument("files", nargs="+")
+    mj.add_argument("--out", required=True)
+    mj.set_defaults(func=cmd_merge_junit)
+
+    dk = sub.add_parser("docker", help="run the matrix in Docker containers")
+    dsub = dk.add_subparsers(dest="docker_command", metavar="ACTION", parser_class=_Parser)
+    dsub.required = True
+    dr = dsub.add_parser("run", help="one container per CPU model, merged JUnit")
+    dr.add_argument("--matrix", help=matrix_help)
+    dr.add_argument("--cpu", help="comma-separated CPU names (default: all)")
+    dr.add_argument("--backend", default="auto", choices=["auto", "sde", "ptrace", "qemu"])
+    dr.add_argument("--jobs", type=_positive_int, default=2, help="containers at once")
+    dr.add_argument("--out", default=DEFAULT_OUT + "-docker", help="results directory")
+    dr.add_argument("--image", default="sdematrix:latest", help="image tag")
+    dr.add_argument("--context", default=".", help="build context with the Dockerfile")
+    dr.add_argument("--build", action="store_true", help="rebuild the image even if present")
+    dr.add_argument("--base-image", default=None,
+                    help="BASE_IMAGE build arg (e.g. sdematrix-base:bookworm)")  # fmt: skip
+    dr.add_argument("--timeout", type=_positive_float, default=900.0,
+                    help="per-container timeout in seconds")  # fmt: skip
+    dr.set_defaults(func=cmd_docker_run)
 
     lc = sub.add_parser("list-cpus", help="list the CPU models of the matrix")
     lc.add_argument("--matrix", help=matrix_help)

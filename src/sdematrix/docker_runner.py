@@ -3,14 +3,24 @@
 Uses the Docker SDK for Python against whatever engine DOCKER_HOST (or the
 default socket) names.  Builds the project image from the Dockerfile when it
 is missing (or when asked), starts up to `jobs` containers at once, each
-running ``sdematrix run --cpu <cpu>`` with the output directory bind-mounted,
-then merges the per-CPU JUnit files into one.  Every container it starts
-carries the label ``sdematrix.run=<id>`` and is removed on the way out,
-including on Ctrl-C, SIGTERM and per-container timeouts.
+running ``sdematrix run --cpu <cpu>`` with the output directory bind-mounted
+at /out, then merges the per-CPU JUnit files into one (a CPU whose container
+left no JUnit file gets a one-case error suite, so nothing vanishes).
+
+Every container it starts carries the label ``sdematrix.run=<id>`` and is
+removed on the way out, including on Ctrl-C, SIGTERM and per-container
+timeouts.  Interruption is handled in this order::
+
+    signal -> stop event set -> queued CPUs cancelled
+           -> every labelled container force-removed (their wait() returns)
+           -> workers joined (one that was inside containers.run sees the
+              stop event and removes its own container)
+           -> labelled containers removed once more -> exit 130
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -18,21 +28,40 @@ import time
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import contextmanager
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import EXIT_FAILED, EXIT_INTERRUPTED, BackendUnavailableError, OutputDirError
+from .errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    BackendUnavailableError,
+    MatrixFileError,
+    OutputDirError,
+)
 
 LABEL = "sdematrix.run"
 DEFAULT_IMAGE = "sdematrix:latest"
-# What the backends inside need: ptrace (our tracer, SDE's Pin) and the
-# arch_prctl(ARCH_SET_CPUID) call, which some seccomp profiles refuse.
-CONTAINER_SECURITY: dict[str, Any] = {
-    "cap_add": ["SYS_PTRACE"],
-    "security_opt": ["seccomp=unconfined"],
+SDE_IN_IMAGE = "/opt/sde/sde64"
+MATRIX_IN_OUT = ".sdematrix-matrix.yaml"  # copy of the host's matrix, under /out
+
+# What the containers need, measured on Docker 20.10 / kernel 6.x with the
+# default seccomp profile (see docs/DOCKER.md):
+#  * ptrace backend: nothing.  vc-tracer ptraces its own child, which the
+#    default profile allows (kernel >= 4.8) without CAP_SYS_PTRACE, and
+#    arch_prctl(ARCH_SET_CPUID) passes the profile (the kernel answers).
+#  * qemu backend: nothing (plain user-mode emulation).
+#  * sde backend (Pin): not measurable here (no SDE kit reachable).  Pin
+#    injects itself into the application with ptrace and may call syscalls the
+#    default profile filters (it refuses e.g. personality(ADDR_NO_RANDOMIZE),
+#    measured); SDE containers keep the options Pin is usually run with.
+CONTAINER_SECURITY: dict[str, dict[str, Any]] = {
+    "ptrace": {},
+    "qemu": {},
+    "sde": {"cap_add": ["SYS_PTRACE"], "security_opt": ["seccomp=unconfined"]},
 }
 
 
@@ -45,6 +74,15 @@ class ContainerResult:
     timed_out: bool = False
 
 
+def _engine_errors() -> tuple[type[BaseException], ...]:
+    """What talking to the engine can raise: the SDK's errors, the HTTP
+    layer's (timeouts, refused connections) and plain socket errors."""
+    import docker
+    import requests
+
+    return (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
+
+
 def connect() -> Any:
     """A Docker client, or BackendUnavailableError (exit 2) with one line."""
     try:
@@ -52,11 +90,14 @@ def connect() -> Any:
     except ImportError as exc:  # pragma: no cover - dependency of the package
         raise BackendUnavailableError(f"docker SDK not installed: {exc}") from None
     try:
-        client = docker.from_env()
+        client = docker.from_env(timeout=30)
         client.ping()
-    except Exception as exc:  # docker.errors.DockerException and socket errors
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise BackendUnavailableError(f"no Docker engine reachable: {first}") from None
+    except _engine_errors() as exc:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        raise BackendUnavailableError(
+            f"no Docker engine reachable at {where}: {text[:200]}"
+        ) from None
     return client
 
 
@@ -69,7 +110,10 @@ def ensure_image(
     base_image: str | None = None,
     log: Callable[[str], None] = print,
 ) -> None:
-    """Build `image` from `context`/Dockerfile unless it exists (or rebuild)."""
+    """Build `image` from `context`/Dockerfile unless it exists (or rebuild).
+
+    Streams the builder's "Step n/m" lines to `log`; a failed build is a
+    one-line BackendUnavailableError carrying the builder's last message."""
     import docker
 
     if not rebuild:
@@ -81,32 +125,71 @@ def ensure_image(
     if not (context / "Dockerfile").is_file():
         raise BackendUnavailableError(f"image {image} missing and no Dockerfile in {context}")
     buildargs = {"BASE_IMAGE": base_image} if base_image else {}
-    log(f"building image {image} from {context} (base {base_image or 'default'})")
+    log(f"building image {image} from {context} (base {base_image or 'debian:bookworm-slim'})")
     t0 = time.monotonic()
+    last: list[str] = []
     try:
-        client.images.build(path=str(context), tag=image, buildargs=buildargs, rm=True)
-    except docker.errors.BuildError as exc:
-        tail = " | ".join(
-            str(c.get("stream", "")).strip() for c in list(exc.build_log)[-5:] if c.get("stream")
-        )
-        raise BackendUnavailableError(f"docker build failed: {exc.msg}: {tail}") from None
+        for chunk in client.api.build(path=str(context), tag=image, buildargs=buildargs,
+                                      rm=True, forcerm=True, decode=True):  # fmt: skip
+            if "error" in chunk:
+                msg = " ".join(str(chunk["error"]).split())
+                raise BackendUnavailableError(
+                    f"docker build of {image} failed: {msg[:300]}"
+                    + (f" (after: {last[-1][:200]})" if last else "")
+                )
+            line = str(chunk.get("stream", "")).strip()
+            if line:
+                last = [*last[-4:], line]
+                if line.startswith("Step "):
+                    log(f"  {line[:120]}")
+    except docker.errors.APIError as exc:
+        raise BackendUnavailableError(f"docker build of {image} failed: {exc.explanation or exc}")
     log(f"built {image} in {time.monotonic() - t0:.1f}s")
+
+
+def image_has_sde(client: Any, image: str, run_id: str) -> bool:
+    """Whether `image` carries SDE at /opt/sde/sde64 (looked at in a created,
+    never started, labelled container)."""
+    import docker
+
+    c = client.containers.create(image, command=["--version"], labels={LABEL: run_id})
+    try:
+        c.get_archive(SDE_IN_IMAGE)
+        return True
+    except docker.errors.NotFound:
+        return False
+    finally:
+        c.remove(force=True)
+
+
+def container_security(backend: str, has_sde: bool) -> dict[str, Any]:
+    """Capabilities and security options for one container: only what the
+    backend that will run inside needs (auto -> SDE's when the image has it)."""
+    if backend == "sde" or (backend == "auto" and has_sde):
+        return dict(CONTAINER_SECURITY["sde"])
+    return dict(CONTAINER_SECURITY.get(backend, {}))
 
 
 def remove_labelled(client: Any, run_id: str) -> int:
     """Kill and remove every container of this run; returns how many."""
     n = 0
-    for c in client.containers.list(all=True, filters={"label": f"{LABEL}={run_id}"}):
+    errors = _engine_errors()
+    try:
+        found = client.containers.list(all=True, filters={"label": f"{LABEL}={run_id}"})
+    except errors:  # engine gone: nothing more we can do
+        return 0
+    for c in found:
         try:
             c.remove(force=True)
-            n += 1
-        except Exception:  # already gone
-            pass
+        except errors:  # removed meanwhile (by its worker thread)
+            continue
+        n += 1
     return n
 
 
 @contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def _signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in the main thread, like Ctrl-C."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -121,25 +204,203 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def merge_junit(files: list[Path], dest: Path) -> None:
-    """Concatenate the <testsuite> elements of several JUnit files."""
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """While cleaning up, a second Ctrl-C/SIGTERM must not cut the cleanup short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+
+
+def _suites(path: Path) -> list[ET.Element]:
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise MatrixFileError(f"merge-junit: {path} is not readable JUnit XML: {why}") from None
+    if root.tag == "testsuite":
+        return [root]
+    if root.tag == "testsuites":
+        return list(root.iter("testsuite"))
+    raise MatrixFileError(f"merge-junit: {path}: root element <{root.tag}> is not JUnit")
+
+
+def error_suite(name: str, message: str) -> ET.Element:
+    """A one-case JUnit suite saying that `name` produced no results."""
+    s = ET.Element("testsuite", name=name, tests="1", failures="0", errors="1", skipped="0")
+    case = ET.SubElement(s, "testcase", classname=name, name="container")
+    err = ET.SubElement(case, "error", message=message, type="ContainerError")
+    err.text = message
+    return s
+
+
+def merge_junit(
+    files: list[Path], dest: Path, extra_suites: list[ET.Element] | None = None
+) -> None:
+    """Concatenate the <testsuite> elements of several JUnit files (plus
+    `extra_suites`) under one <testsuites> with summed counts.  A file that is
+    not JUnit XML is an error (MatrixFileError), not silently dropped."""
     root = ET.Element("testsuites")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    for f in files:
+    time_s = 0.0
+    suites = [s for f in files for s in _suites(f)] + list(extra_suites or [])
+    for s in suites:
+        root.append(s)
+        for k in totals:
+            totals[k] += int(s.get(k, "0") or 0)
         try:
-            tree = ET.parse(f)
-        except (OSError, ET.ParseError):
-            continue
-        r = tree.getroot()
-        suites = [r] if r.tag == "testsuite" else list(r.iter("testsuite"))
-        for s in suites:
-            root.append(s)
-            for k in totals:
-                totals[k] += int(s.get(k, "0") or 0)
+            time_s += float(s.get("time", "0") or 0)
+        except ValueError:
+            pass
     for k, v in totals.items():
         root.set(k, str(v))
+    root.set("time", f"{time_s:.3f}")
     dest.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(root).write(dest, encoding="utf-8", xml_declaration=True)
+
+
+RESULTS_SCHEMA = "sdematrix-results/1"
+
+
+def _read_results(d: Path) -> dict[str, Any]:
+    f = d / "results.json"
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise OutputDirError(f"merge-results: cannot read {f}: {why}") from None
+    if not isinstance(data, dict) or data.get("schema") != RESULTS_SCHEMA:
+        raise OutputDirError(f"merge-results: {f} is not an {RESULTS_SCHEMA} file")
+    return data
+
+
+def merge_results(dirs: list[Path], dest: Path) -> dict[str, Any]:
+    """One results directory over several (one per CPU from containers or CI
+    jobs): `dest`/results.json holds every cell, model and backend, and the
+    cells' file references point into the source directories (relative to
+    `dest`), so `sdematrix report DEST` covers them all.  Returns the data."""
+    dest.mkdir(parents=True, exist_ok=True)
+    runs = [(d, _read_results(d)) for d in dirs]
+    if not runs:
+        raise OutputDirError("merge-results: no results directories given")
+    merged: dict[str, Any] = {k: v for k, v in runs[0][1].items() if k != "cells"}
+    cells: list[dict[str, Any]] = []
+    models: dict[str, Any] = {}
+    backends: dict[str, Any] = {}
+    not_run: list[str] = []
+    counts: dict[str, int] = {}
+    for d, data in runs:
+        rel = Path(os.path.relpath(d.resolve(), dest.resolve()))
+        for cell in data.get("cells") or []:
+            if isinstance(cell, dict):
+                files = cell.get("files")
+                if isinstance(files, dict):
+                    cell = {**cell, "files": {k: str(rel / v) if isinstance(v, str) else v
+                                              for k, v in files.items()}}  # fmt: skip
+                cells.append(cell)
+        models.update(data.get("models") or {})
+        for name, b in (data.get("backends") or {}).items():
+            # a backend counts as available when it was in any of the runs
+            if name not in backends or (isinstance(b, dict) and b.get("available")):
+                backends[name] = b
+        not_run += [n for n in data.get("not_run") or [] if isinstance(n, str)]
+        for k, v in (data.get("counts") or {}).items():
+            counts[k] = counts.get(k, 0) + (v if isinstance(v, int) else 0)
+    starts = sorted(str(r.get("started_at")) for _, r in runs if r.get("started_at"))
+    ends = sorted(str(r.get("finished_at")) for _, r in runs if r.get("finished_at"))
+    merged.update(
+        cells=cells,
+        models=models,
+        backends=backends,
+        not_run=not_run,
+        counts=counts,
+        interrupted=any(bool(r.get("interrupted")) for _, r in runs),
+        duration_s=round(sum(float(r.get("duration_s") or 0) for _, r in runs), 3),
+        merged_from=[str(d) for d, _ in runs],
+    )
+    if starts:
+        merged["started_at"] = starts[0]
+    if ends:
+        merged["finished_at"] = ends[-1]
+    (dest / "results.json").write_text(json.dumps(merged, indent=1) + "\n", encoding="utf-8")
+    return merged
+
+
+def _default_matrix_file() -> Path | None:
+    local = Path("sde_matrix.yaml")
+    return local if local.is_file() else None
+
+
+class _Matrix:
+    """Runs the containers of one `sdematrix docker run`."""
+
+    def __init__(self, client: Any, image: str, out: Path, run_id: str, *, backend: str,
+                 timeout: float, security: dict[str, Any], cmd_tail: list[str],
+                 log: Callable[[str], None]) -> None:  # fmt: skip
+        self.client = client
+        self.image = image
+        self.out = out
+        self.run_id = run_id
+        self.backend = backend
+        self.timeout = timeout
+        self.security = security
+        self.cmd_tail = cmd_tail
+        self.log = log
+        self.stop = threading.Event()
+        self.errors = _engine_errors()
+        # Files written inside belong to the caller: run as the caller's
+        # uid/gid unless that is root (then the image's unprivileged user,
+        # with the per-CPU directory opened up for it).
+        self.uid = os.getuid()
+        self.user = f"{self.uid}:{os.getgid()}" if self.uid != 0 else None
+
+    def one(self, cpu: str) -> ContainerResult:
+        if self.stop.is_set():
+            return ContainerResult(cpu, EXIT_INTERRUPTED, 0.0, "not started (interrupted)")
+        sub = self.out / cpu
+        sub.mkdir(parents=True, exist_ok=True)
+        if self.user is None:
+            os.chmod(sub, 0o777)  # the image's user (uid 1000) writes here
+        cmd = ["run", "--cpu", cpu, "--backend", self.backend, "--jobs", "1",
+               "--out", f"/out/{cpu}", "--junit", f"/out/{cpu}/junit.xml", *self.cmd_tail]  # fmt: skip
+        extra: dict[str, Any] = dict(self.security)
+        if self.user is not None:
+            extra["user"] = self.user
+            extra["environment"] = {"HOME": "/tmp"}
+        t0 = time.monotonic()
+        c = self.client.containers.run(
+            self.image,
+            command=cmd,
+            detach=True,
+            labels={LABEL: self.run_id, "sdematrix.cpu": cpu},
+            volumes={str(self.out.resolve()): {"bind": "/out", "mode": "rw"}},
+            **extra,
+        )
+        try:
+            if self.stop.is_set():  # interrupted while the container was being created
+                return ContainerResult(cpu, EXIT_INTERRUPTED, 0.0, "interrupted")
+            timed_out = False
+            try:
+                status = c.wait(timeout=self.timeout)
+                code = int(status.get("StatusCode", EXIT_FAILED))
+            except self.errors:  # requests' ReadTimeout, or the container was removed
+                timed_out = not self.stop.is_set()
+                code = EXIT_FAILED if timed_out else EXIT_INTERRUPTED
+            try:
+                logs = c.logs(tail=20).decode("utf-8", "replace")
+            except self.errors:
+                logs = ""
+            return ContainerResult(cpu, code, time.monotonic() - t0, logs, timed_out)
+        finally:
+            with suppress(*self.errors):  # already removed by the interrupt path
+                c.remove(force=True)
 
 
 def run_in_docker(
@@ -154,74 +415,109 @@ def run_in_docker(
     backend: str = "auto",
     timeout: float = 600.0,
     extra_args: list[str] | None = None,
+    matrix_file: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> int:
-    """Run the matrix for `cpus` in containers.  Returns the process exit code."""
-    client = connect()
+    """Run the matrix for `cpus` in containers.  Returns the process exit code:
+    0 all passed, 1 some cell or container failed, 2 usage, 130 interrupted.
+
+    `matrix_file` (default ./sde_matrix.yaml when present, else the image's
+    packaged copy) is copied into `out` and handed to every container, so the
+    containers judge against the same matrix the CPU list came from."""
+    with _signals_as_interrupt():
+        client = connect()
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            probe = out / ".write-test"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            raise OutputDirError(f"output directory {out} not writable: {exc.strerror}") from None
+        tail = list(extra_args or [])
+        mf = matrix_file if matrix_file is not None else _default_matrix_file()
+        if mf is not None:
+            try:
+                (out / MATRIX_IN_OUT).write_bytes(Path(mf).read_bytes())
+            except OSError as exc:
+                raise MatrixFileError(f"cannot copy matrix file {mf}: {exc.strerror}") from None
+            tail += ["--matrix", f"/out/{MATRIX_IN_OUT}"]
+        ensure_image(client, image, context, rebuild=rebuild, base_image=base_image, log=log)
+        run_id = uuid.uuid4().hex[:12]
+        has_sde = backend in ("auto", "sde") and image_has_sde(client, image, run_id)
+        if backend == "sde" and not has_sde:
+            raise BackendUnavailableError(f"--backend sde: image {image} has no {SDE_IN_IMAGE}")
+        runner = _Matrix(client, image, out, run_id, backend=backend, timeout=timeout,
+                         security=container_security(backend, has_sde), cmd_tail=tail,
+                         log=log)  # fmt: skip
+        return _run_all(runner, cpus, max(1, jobs))
+
+
+def _run_all(runner: _Matrix, cpus: list[str], jobs: int) -> int:
+    results: dict[str, ContainerResult] = {}
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="sdematrix-docker")
+    futures: dict[Future[ContainerResult], str] = {}
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise OutputDirError(f"output directory {out} not writable: {exc.strerror}") from None
-    ensure_image(client, image, context, rebuild=rebuild, base_image=base_image, log=log)
-    run_id = uuid.uuid4().hex[:12]
-    results: list[ContainerResult] = []
-
-    def one(cpu: str) -> ContainerResult:
-        sub = out / cpu
-        sub.mkdir(parents=True, exist_ok=True)
-        os.chmod(sub, 0o777)  # the image runs as an unprivileged user
-        cmd = ["run", "--cpu", cpu, "--backend", backend, "--jobs", "1",
-               "--out", f"/out/{cpu}", "--junit", f"/out/{cpu}/junit.xml",
-               *(extra_args or [])]
-        t0 = time.monotonic()
-        c = client.containers.run(
-            image,
-            command=cmd,
-            detach=True,
-            labels={LABEL: run_id, "sdematrix.cpu": cpu},
-            volumes={str(out.resolve()): {"bind": "/out", "mode": "rw"}},
-            **CONTAINER_SECURITY,
-        )
-        timed_out = False
-        try:
-            status = c.wait(timeout=timeout)
-            code = int(status.get("StatusCode", 1))
-        except Exception:  # requests' ReadTimeout on wait()
-            timed_out = True
-            code = EXIT_FAILED
-        logs = c.logs(tail=20).decode("utf-8", "replace")
-        try:
-            c.remove(force=True)
-        except Exception:
-            pass
-        return ContainerResult(cpu, code, time.monotonic() - t0, logs, timed_out)
-
-    with _sigterm_as_interrupt():
-        try:
-            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                futures = {pool.submit(one, cpu): cpu for cpu in cpus}
-                for fut in as_completed(futures):
-                    r = fut.result()
-                    results.append(r)
-                    state = "timeout" if r.timed_out else f"exit {r.exit_code}"
-                    log(f"[{len(results)}/{len(cpus)}] {r.cpu}: {state} ({r.duration_s:.1f}s)")
-                    if r.exit_code not in (0, 1) or r.timed_out:
-                        for line in r.log_tail.strip().splitlines()[-5:]:
-                            log(f"    {r.cpu}| {line}")
-        except KeyboardInterrupt:
-            n = remove_labelled(client, run_id)
-            log(f"interrupted: removed {n} container(s)")
-            merge_junit(sorted(out.glob("*/junit.xml")), out / "junit.xml")
-            return EXIT_INTERRUPTED
-        finally:
-            remove_labelled(client, run_id)
-    merge_junit([out / r.cpu / "junit.xml" for r in sorted(results, key=lambda r: r.cpu)],
-                out / "junit.xml")
+        futures = {pool.submit(runner.one, cpu): cpu for cpu in cpus}
+        pending = set(futures)
+        while pending:
+            # A short poll, not a blocking as_completed(): the main thread must
+            # stay responsive to signals.
+            done, pending = wait(pending, timeout=0.5, return_when="FIRST_COMPLETED")
+            for fut in done:
+                r = fut.result()
+                results[r.cpu] = r
+                state = "timeout" if r.timed_out else f"exit {r.exit_code}"
+                runner.log(f"[{len(results)}/{len(cpus)}] {r.cpu}: {state} ({r.duration_s:.1f}s)")
+                if r.exit_code not in (0, 1) or r.timed_out:
+                    for line in r.log_tail.strip().splitlines()[-5:]:
+                        runner.log(f"    {r.cpu}| {line}")
+    except KeyboardInterrupt:
+        with _signals_ignored():
+            runner.stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            n = remove_labelled(runner.client, runner.run_id)
+            pool.shutdown(wait=True)  # workers return quickly: their containers are gone
+            n += remove_labelled(runner.client, runner.run_id)
+            runner.log(f"interrupted: removed {n} running container(s) of run {runner.run_id}")
+            _merge(runner.out, cpus, results, interrupted=True, log=runner.log)
+        return EXIT_INTERRUPTED
+    finally:
+        pool.shutdown(wait=True)
+        remove_labelled(runner.client, runner.run_id)
+    _merge(runner.out, cpus, results, interrupted=False, log=runner.log)
     worst = 0
-    for r in results:
+    for r in results.values():
         code = EXIT_FAILED if r.timed_out else r.exit_code
-        worst = max(worst, code if code in (0, 1, 2) else EXIT_FAILED)
+        worst = max(worst, code if code in (0, EXIT_FAILED, EXIT_USAGE) else EXIT_FAILED)
     return worst
+
+
+def _merge(out: Path, cpus: list[str], results: dict[str, ContainerResult],
+           *, interrupted: bool, log: Callable[[str], None]) -> None:  # fmt: skip
+    """out/junit.xml from the per-CPU files; a CPU with no (readable) file gets
+    an error suite unless the run was interrupted before it finished."""
+    files: list[Path] = []
+    extra: list[ET.Element] = []
+    for cpu in cpus:
+        f = out / cpu / "junit.xml"
+        r = results.get(cpu)
+        ok = False
+        if f.is_file():
+            try:
+                _suites(f)
+                ok = True
+            except MatrixFileError:
+                ok = False
+        if ok:
+            files.append(f)
+        elif r is not None and not interrupted:
+            why = "timed out" if r.timed_out else f"exited {r.exit_code} without a JUnit file"
+            tail = " | ".join(r.log_tail.strip().splitlines()[-3:])
+            extra.append(error_suite(cpu, f"container for {cpu} {why}: {tail}"[:1000]))
+    merge_junit(files, out / "junit.xml", extra)
+    done = [out / cpu for cpu in cpus if (out / cpu / "results.json").is_file()]
+    if done:
+        try:
+            merge_results(done, out)
+        except OutputDirError as exc:  # a container died mid-write
+            log(f"warning: {exc}")

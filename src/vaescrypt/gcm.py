@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from vaescrypt._buffers import as_view, cbuf, writable_view
 from vaescrypt._errors import InvalidTag, StreamStateError, check_mask, raise_for_status
 from vaescrypt._key import check_key
 from vaescrypt._names import impl_id, path_name
 from vaescrypt._native import ffi, lib
+from vaescrypt._scratch import POOL, give_back, new_scratch, take
+
+# Bound once: a module global is one dict lookup, `lib.x` is two.
+_gcm_encrypt = lib.vc_gcm_encrypt
+_gcm_decrypt = lib.vc_gcm_decrypt
+_unpack = ffi.unpack
 
 TAG_LENGTHS = (4, 8, 12, 13, 14, 15, 16)
 
@@ -65,26 +71,49 @@ class AESGCM:
         associated_data: bytes | bytearray | memoryview | None,
     ) -> bytes:
         """Ciphertext || tag."""
+        # Fast path (exact bytes / None): no views, no checks; cffi passes a
+        # bytes argument as a pointer to its own storage (no copy) and the C
+        # library validates everything.  Errors are diagnosed after the fact.
+        aad = b"" if associated_data is None else associated_data
+        if type(nonce) is not bytes or type(data) is not bytes or type(aad) is not bytes:
+            return self._encrypt_views(nonce, data, associated_data)
+        n = len(data)
+        tl = self._tag_length
+        total = n + tl
+        try:
+            scratch = POOL.pop()
+            if scratch[2] < total:
+                scratch = new_scratch(total)
+        except IndexError:
+            scratch = new_scratch(total)
+        u8, chars, _ = scratch
+        st = _gcm_encrypt(self._key, nonce, len(nonce), aad, len(aad), data, u8, n, u8 + n, tl)
+        if st:
+            give_back(scratch)
+            self._fail("AESGCM.encrypt", st, nonce)
+        out: bytes = _unpack(chars, total)
+        give_back(scratch)
+        return out
+
+    def _encrypt_views(self, nonce: object, data: object, associated_data: object) -> bytes:
+        """encrypt() for bytearray / memoryview arguments (and argument errors)."""
         nv = _check_nonce(nonce)
         dv = as_view("data", data, allow_none=True)
         av = as_view("associated_data", associated_data, allow_none=True)
         n = len(dv)
-        out = bytearray(n + self._tag_length)
-        ov = memoryview(out)
-        st = lib.vc_gcm_encrypt(
-            self._key,
-            cbuf(nv),
-            len(nv),
-            cbuf(av),
-            len(av),
-            cbuf(dv),
-            ffi.from_buffer("uint8_t[]", ov[:n], require_writable=True),
-            n,
-            ffi.from_buffer("uint8_t[]", ov[n:], require_writable=True),
+        total = n + self._tag_length
+        scratch = take(total)
+        u8, chars, _ = scratch
+        st = _gcm_encrypt(
+            self._key, cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv), u8, n, u8 + n,
             self._tag_length,
         )
-        raise_for_status(st, "AESGCM.encrypt")
-        return bytes(out)
+        if st:
+            give_back(scratch)
+            raise_for_status(st, "AESGCM.encrypt")
+        out: bytes = _unpack(chars, total)
+        give_back(scratch)
+        return out
 
     def decrypt(
         self,
@@ -93,27 +122,58 @@ class AESGCM:
         associated_data: bytes | bytearray | memoryview | None,
     ) -> bytes:
         """Plaintext of ciphertext || tag; InvalidTag (and nothing else) on forgery."""
+        aad = b"" if associated_data is None else associated_data
+        if type(nonce) is not bytes or type(data) is not bytes or type(aad) is not bytes:
+            return self._decrypt_views(nonce, data, associated_data)
+        tl = self._tag_length
+        n = len(data) - tl
+        if n < 0:
+            raise InvalidTag("AESGCM.decrypt: data shorter than the tag")
+        try:
+            scratch = POOL.pop()
+            if scratch[2] < n:
+                scratch = new_scratch(n)
+        except IndexError:
+            scratch = new_scratch(n)
+        u8, chars, _ = scratch
+        # `data` is read for n bytes only; the tag is its last tl bytes.
+        st = _gcm_decrypt(
+            self._key, nonce, len(nonce), aad, len(aad), data, u8, n, data[n:], tl
+        )
+        if st:
+            give_back(scratch)  # on a tag mismatch C has zeroed what it wrote
+            self._fail("AESGCM.decrypt", st, nonce)
+        out: bytes = _unpack(chars, n)
+        give_back(scratch)
+        return out
+
+    def _decrypt_views(self, nonce: object, data: object, associated_data: object) -> bytes:
+        """decrypt() for bytearray / memoryview arguments (and argument errors)."""
         nv = _check_nonce(nonce)
         dv = as_view("data", data)
         av = as_view("associated_data", associated_data, allow_none=True)
         if len(dv) < self._tag_length:
             raise InvalidTag("AESGCM.decrypt: data shorter than the tag")
         n = len(dv) - self._tag_length
-        out = bytearray(n)
-        st = lib.vc_gcm_decrypt(
-            self._key,
-            cbuf(nv),
-            len(nv),
-            cbuf(av),
-            len(av),
-            cbuf(dv[:n]),
-            ffi.from_buffer("uint8_t[]", out, require_writable=True),
-            n,
-            cbuf(dv[n:]),
-            self._tag_length,
+        scratch = take(n)
+        u8, chars, _ = scratch
+        st = _gcm_decrypt(
+            self._key, cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv[:n]), u8, n,
+            cbuf(dv[n:]), self._tag_length,
         )
-        raise_for_status(st, "AESGCM.decrypt")
-        return bytes(out)
+        if st:
+            give_back(scratch)
+            raise_for_status(st, "AESGCM.decrypt")
+        out: bytes = _unpack(chars, n)
+        give_back(scratch)
+        return out
+
+    @staticmethod
+    def _fail(what: str, status: int, nonce: bytes) -> NoReturn:
+        """The error for a failed fast-path call, with the slow path's wording."""
+        _check_nonce(nonce)
+        raise_for_status(status, what)
+        raise AssertionError("unreachable: a nonzero status always raises")
 
     def encryptor(
         self,

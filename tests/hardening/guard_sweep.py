@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import itertools
 import random
 import sys
 from collections.abc import Callable
@@ -39,11 +40,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hardening import reference  # noqa: E402
-from hardening.guard_mem import GuardedRegion, fill, read, write  # noqa: E402
+from vaescrypt._native import ffi, lib
 
-import vaescrypt  # noqa: E402
-from vaescrypt._native import ffi, lib  # noqa: E402
+import vaescrypt
+from hardening import reference
+from hardening.guard_mem import GuardedRegion, fill, read, write
 
 TAG_LENGTHS = (16, 4, 8, 12, 13, 14, 15)
 KEY_SIZES = (16, 24, 32)
@@ -191,7 +192,7 @@ class Sweep:
                                    op + " aad"):
                     return
             cuts = [0, n // 3, (2 * n) // 3, n]
-            for lo, hi in zip(cuts, cuts[1:]):
+            for lo, hi in itertools.pairwise(cuts):
                 self.case(f"op={op}:update[{lo}:{hi}] {d}")
                 if not self.expect(lib.vc_gcm_stream_update(s, self.p(a_in + lo),
                                                             self.p(a_out + lo), hi - lo),
@@ -283,11 +284,11 @@ class Sweep:
             if self.mode == "cfb1":
                 whole = clen // 8  # whole bytes first, the partial byte only at the end
                 cuts = [0, whole // 3, (2 * whole) // 3, n]
-                lens = [8 * (b - a) for a, b in zip(cuts, cuts[1:])]
+                lens = [8 * (b - a) for a, b in itertools.pairwise(cuts)]
                 lens[-1] = clen - 8 * cuts[2]
             else:
                 cuts = [0, n // 3, (2 * n) // 3, n]
-                lens = [b - a for a, b in zip(cuts, cuts[1:])]
+                lens = [b - a for a, b in itertools.pairwise(cuts)]
             for lo, hi, ln in zip(cuts, cuts[1:], lens):
                 self.case(f"op={op}:update[{lo}:{hi}] {d}")
                 if not self.expect(lib.vc_cfb_stream_update(s, self.p(a_in + lo),

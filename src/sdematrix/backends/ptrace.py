@@ -426,7 +426,7 @@ class PtraceBackend:
             return result
         mix, violations = build_mix(traced, model)
         mix.meta.update({"cell": cell.name, "model": model.name})
-        mix_file = workdir / "mix.json"
+        mix_file = workdir / f"{cell.name}.ptrace-mix.json"
         mix.save(mix_file)
         result.artifacts["mix"] = str(mix_file)
         result.mix = mix

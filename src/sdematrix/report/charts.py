@@ -92,8 +92,8 @@ def hbar_chart(
     kind: str,
     colour: str | Callable[[str], str] = "#607d8b",
     max_rows: int = 12,
-    width: int = 440,
-    label_w: int = 128,
+    width: int = 470,
+    label_w: int = 152,
     bar_h: int = 14,
     gap: int = 4,
     total: int | None = None,
@@ -123,7 +123,7 @@ def hbar_chart(
         tip = f"{label}: {_fmt(value)}{pct}"
         out.append(
             f'<text x="{label_w - 6}" y="{y + bar_h - 3}" text-anchor="end" '
-            f'style="{FONT};fill:#37474f">{escape(_clip(label, 18))}</text>'
+            f'style="{FONT};fill:#37474f">{escape(_clip(label, 22))}</text>'
             f'<rect class="bar" data-label="{escape(label)}" data-value="{value}" '
             f'x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" rx="2" fill="{fill}">'
             f"<title>{escape(tip)}</title></rect>"

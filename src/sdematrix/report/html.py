@@ -204,6 +204,9 @@ section.detail > .head .top { margin-left:auto; font-size: 12px; }
 .badge.error { background: var(--error); }
 .badge.skip, .badge.not_run { background: var(--skip); }
 .workload { border-top: 1px solid var(--line); margin-top: 12px; padding-top: 4px; }
+.facts { display:flex; flex-wrap:wrap; gap: 4px 22px; margin: 4px 0 8px; }
+.facts .k { color: var(--muted); font-weight: 600; margin-right: 2px; }
+.tables { display:grid; grid-template-columns: 3fr 2fr; gap: 24px; align-items: start; }
 .charts { display:flex; flex-wrap: wrap; gap: 10px 28px; margin: 6px 0; }
 ul.reasons { margin: 4px 0; padding-left: 20px; }
 ul.reasons li { margin: 2px 0; }
@@ -307,7 +310,12 @@ def _hm_cell(g: CellGroup) -> str:
     counts = ""
     if n > 1:
         bad = n - g.count("pass")
-        counts = f"{n} workloads" + (f", {bad} not pass" if bad and status != "skip" else "")
+        worst_n = g.count(status)
+        counts = (
+            f"{worst_n} of {n} {STATUS_LABEL.get(status, status).lower()}"
+            if bad and worst_n != n
+            else f"{n} workloads"
+        )
     tip = "; ".join(
         f"{c.workload}: {c.status}{' ' + c.path if c.path else ''}"
         + (f" - {_clip(c.reasons[0], 120)}" if c.reasons and c.status != "pass" else "")
@@ -354,7 +362,7 @@ def _heatmap(res: RunResults) -> str:
             f'<tr><th class="hm-row" data-cpu="{_e(cpu)}"><span class="cpu">{_e(cpu)}</span>'
             f'<span class="title">{_e(title)}</span></th>{"".join(tds)}</tr>'
         )
-    seen_paths = {g.path for g in groups.values() if g.path}
+    seen_paths = {p for g in groups.values() for p in g.paths}
     seen_paths |= {g.expected_path for g in groups.values() if g.expected_path}
     legend_paths = [p for p in PATHS if p in seen_paths] + sorted(seen_paths - set(PATHS))
     return (
@@ -499,6 +507,7 @@ def _functions(mix: Mix) -> str:
     if not fs:
         return ""
     top = fs[0].counts.total or 1
+    executed = sum(1 for f in mix.functions if f.counts.total > 0)
     rows = []
     for f in fs:
         w = f.counts.width
@@ -512,7 +521,7 @@ def _functions(mix: Mix) -> str:
             + "</tr>"
         )
     return (
-        f"<h4>Top functions by instructions executed (of {len(mix.functions)})</h4>"
+        f"<h4>Top functions by instructions executed (of {executed} that ran)</h4>"
         '<table class="list"><tr><th>function</th><th>image</th><th class="num">instructions</th>'
         '<th></th><th class="num">xmm</th><th class="num">ymm</th><th class="num">zmm</th>'
         '<th class="num">VEX</th><th class="num">EVEX</th></tr>' + "".join(rows) + "</table>"
@@ -562,9 +571,9 @@ def _workload(c: CellResult) -> str:
         facts.append(("output", "matches host reference" if same else
                       '<b class="st-fail-t">differs from host reference</b>'))  # fmt: skip
     parts.append(
-        '<table class="kv">'
-        + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
-        + "</table>"
+        '<div class="facts">'
+        + "".join(f'<span><span class="k">{k}</span> {v}</span>' for k, v in facts)
+        + "</div>"
     )
     if c.reasons and c.status != "pass":
         parts.append(
@@ -583,8 +592,9 @@ def _workload(c: CellResult) -> str:
             + width_encoding_chart(dict(o.forms))
             + "</div>"
         )
-        parts.append(_functions(mix))
-        parts.append(_images(mix))
+        parts.append(
+            f'<div class="tables"><div>{_functions(mix)}</div><div>{_images(mix)}</div></div>'
+        )
     elif c.by_isa_set:
         parts.append(
             '<div class="charts">'

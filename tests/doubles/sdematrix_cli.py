@@ -1,0 +1,132 @@
+"""Helpers for tests that drive ``sdematrix`` as a real subprocess: a clean
+environment, the run's results.json / JUnit read back per cell, the one-line
+error contract, whether the ptrace backend can run given models here, and a
+/proc scan for processes left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED_MATRIX = ROOT / "sde_matrix.yaml"
+BAD_PROBE = Path(__file__).resolve().parent / "bad-probe"
+
+# Variables of other doubles / the caller's shell that must not leak into a run.
+_DROP_PREFIXES = ("SDE_", "FAKE_PROBE", "BAD_PROBE", "SDEMATRIX_PROBE", "SDEMATRIX_DEBUG")
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_PREFIXES)}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def cli_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "sdematrix", *args]
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cli_argv(*args),
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env or cli_env(),
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+def assert_one_line_error(r: subprocess.CompletedProcess[str], code: int, *needles: str) -> str:
+    """Exit `code`, exactly one stderr line ``sdematrix: error: ...`` holding
+    every needle, no traceback; returns that line."""
+    assert r.returncode == code, (r.returncode, r.stderr[-2000:])
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("sdematrix: error: "), lines[0]
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+# --------------------------------------------------------------- results --
+
+
+@dataclass(frozen=True)
+class JunitCase:
+    status: str  # pass | fail | error | skip
+    message: str
+    text: str
+
+
+def read_cells(out: Path) -> dict[str, dict[str, Any]]:
+    """results.json's cells by name (plus the whole document under "")."""
+    doc = json.loads((out / "results.json").read_text())
+    cells = {c["cell"]: c for c in doc["cells"]}
+    assert "" not in cells
+    cells[""] = doc
+    return cells
+
+
+def read_junit(path: Path) -> dict[str, JunitCase]:
+    cases: dict[str, JunitCase] = {}
+    for tc in ET.parse(path).getroot().iter("testcase"):
+        status, message, text = "pass", "", ""
+        for tag, st in (("failure", "fail"), ("error", "error"), ("skipped", "skip")):
+            el = tc.find(tag)
+            if el is not None:
+                status, message, text = st, el.get("message", ""), el.text or ""
+                break
+        cases[tc.get("name", "")] = JunitCase(status, message, text)
+    return cases
+
+
+# ------------------------------------------------------------ the host --
+
+
+def ptrace_skip_reason(matrix: Path, models: list[str]) -> str | None:
+    """Why the ptrace backend cannot run `models` of `matrix` on this host
+    (None: it can)."""
+    from sdematrix.backends.ptrace import PtraceBackend
+    from sdematrix.matrix_file import load_matrix
+
+    backend = PtraceBackend()
+    why = backend.unavailable_reason()
+    if why is not None:
+        return f"ptrace backend unavailable: {why}"
+    m = load_matrix(matrix)
+    for name in models:
+        why = backend.cannot_run(m.models[name])
+        if why is not None:
+            return why
+    return None
+
+
+def processes_with(marker: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process whose command line contains
+    `marker` (zombies have an empty command line and are not listed)."""
+    found: list[tuple[int, str]] = []
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            raw = Path(f"/proc/{name}/cmdline").read_bytes()
+        except OSError:
+            continue
+        cmd = raw.replace(b"\0", b" ").decode(errors="replace").strip()
+        if marker in cmd:
+            found.append((int(name), cmd))
+    return found

@@ -1,0 +1,214 @@
+"""`sdematrix docker run` against a real Docker engine, plus its offline parts.
+
+The engine tests build the offline base image (ci/make-base-image.sh), the
+wheelhouse (ci/build-wheelhouse.sh) and the project image once per session
+(docker's layer cache makes an unchanged rebuild take seconds), then run a
+small matrix in containers and interrupt another one with SIGTERM.  They all
+share one xdist group so a single worker builds the image.
+
+SDEMATRIX_DOCKER_BASE picks another base image (e.g. debian:bookworm-slim on
+machines whose engine reaches a registry); the default is the debootstrapped
+sdematrix-base:bookworm.  Without a reachable engine they are skipped.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sdematrix import docker_runner as dr
+from sdematrix.errors import MatrixFileError
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE_IMAGE = os.environ.get("SDEMATRIX_DOCKER_BASE", "sdematrix-base:bookworm")
+IMAGE = "sdematrix:latest"
+SMALL = ["snb", "spr", "gnr256"]
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> list[str]:
+    return [sys.executable, "-m", "sdematrix", *args]
+
+
+def _engine() -> tuple[Any, str | None]:
+    try:
+        return dr.connect(), None
+    except Exception as exc:  # noqa: BLE001 - any failure means: no engine here
+        return None, str(exc)
+
+
+# ---------------------------------------------------------------- offline --
+
+
+def test_no_engine_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent"}
+    p = subprocess.run(_cli("docker", "run", "--cpu", "snb", "--out", str(tmp_path / "o")),
+                       env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("sdematrix: error: no Docker engine reachable at unix:///nonexistent")
+    assert "Traceback" not in p.stderr
+
+
+def test_security_options_only_for_sde() -> None:
+    # ptrace and qemu were measured to work under the default seccomp profile
+    # with no added capability (docs/DOCKER.md); only SDE (Pin) gets them.
+    assert dr.container_security("ptrace", has_sde=True) == {}
+    assert dr.container_security("qemu", has_sde=True) == {}
+    assert dr.container_security("auto", has_sde=False) == {}
+    sde = dr.container_security("auto", has_sde=True)
+    assert sde == dr.container_security("sde", has_sde=True)
+    assert sde["cap_add"] == ["SYS_PTRACE"]
+
+
+def _suite_xml(name: str, tests: int, failures: int) -> str:
+    cases = "".join(f'<testcase classname="x" name="c{i}"/>' for i in range(tests - failures))
+    cases += "".join(
+        f'<testcase classname="x" name="f{i}"><failure message="m"/></testcase>'
+        for i in range(failures)
+    )
+    return (f'<testsuites><testsuite name="{name}" tests="{tests}" failures="{failures}" '
+            f'errors="0" skipped="0" time="1.5">{cases}</testsuite></testsuites>')  # fmt: skip
+
+
+def test_merge_junit_sums_and_adds_error_suites(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.xml", tmp_path / "b.xml"
+    a.write_text(_suite_xml("snb", 3, 1))
+    b.write_text(_suite_xml("spr", 2, 0).replace("<testsuites>", "").replace("</testsuites>", ""))
+    dest = tmp_path / "m" / "junit.xml"
+    dr.merge_junit([a, b], dest, [dr.error_suite("gnr256", "container exited 137")])
+    root = ET.parse(dest).getroot()
+    assert [s.get("name") for s in root.iter("testsuite")] == ["snb", "spr", "gnr256"]
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("6", "1", "1")
+    assert root.get("time") == "3.000"
+
+
+def test_merge_junit_refuses_non_junit(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<testsuite")
+    with pytest.raises(MatrixFileError, match="not readable JUnit XML"):
+        dr.merge_junit([bad], tmp_path / "out.xml")
+    other = tmp_path / "other.xml"
+    other.write_text("<html/>")
+    with pytest.raises(MatrixFileError, match="not JUnit"):
+        dr.merge_junit([other], tmp_path / "out.xml")
+
+
+# ---------------------------------------------------------------- engine ---
+
+CLIENT, WHY_NOT = _engine()
+engine = pytest.mark.skipif(CLIENT is None, reason=f"no Docker engine reachable: {WHY_NOT}")
+docker_group = pytest.mark.xdist_group("docker")
+
+
+def _labelled() -> list[Any]:
+    assert CLIENT is not None
+    return list(CLIENT.containers.list(all=True, filters={"label": dr.LABEL}))
+
+
+@pytest.fixture(scope="session")
+def project_image() -> Iterator[str]:
+    """Base image, wheelhouse and project image, built once per session (and
+    under a lock, in case two workers get here anyway)."""
+    assert CLIENT is not None
+    lock = Path("/tmp/sdematrix-docker-image.lock")
+    with lock.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        if BASE_IMAGE == "sdematrix-base:bookworm":
+            p = subprocess.run(["bash", str(ROOT / "ci/make-base-image.sh"), BASE_IMAGE],
+                               capture_output=True, text=True, timeout=900)  # fmt: skip
+            assert p.returncode == 0, f"ci/make-base-image.sh failed: {p.stderr[-2000:]}"
+            p = subprocess.run(["bash", str(ROOT / "ci/build-wheelhouse.sh")],
+                               capture_output=True, text=True, timeout=600)  # fmt: skip
+            assert p.returncode == 0, f"ci/build-wheelhouse.sh failed: {p.stderr[-2000:]}"
+        steps: list[str] = []
+        dr.ensure_image(CLIENT, IMAGE, ROOT, rebuild=True, base_image=BASE_IMAGE, log=steps.append)
+        assert steps and steps[-1].startswith(f"built {IMAGE}")
+    yield IMAGE
+
+
+@engine
+@docker_group
+def test_docker_run_small_matrix(project_image: str, tmp_path: Path) -> None:
+    out = tmp_path / "dk"
+    t0 = time.monotonic()
+    p = subprocess.run(
+        _cli("docker", "run", "--cpu", ",".join(SMALL), "--jobs", "2",
+             "--base-image", BASE_IMAGE, "--image", project_image, "--out", str(out)),
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
+    )  # fmt: skip
+    took = time.monotonic() - t0
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert not _labelled(), "containers left behind"
+    root = ET.parse(out / "junit.xml").getroot()
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert sorted(suites) == sorted(SMALL)
+    for name, s in suites.items():
+        assert int(s.get("tests", "0")) > 0, name
+        assert s.get("failures") == "0" and s.get("errors") == "0", name
+        # every case of a suite is that CPU's, from that container's own file
+        assert all(c.get("name", "").startswith(f"{name}.") for c in s.iter("testcase"))
+    assert int(root.get("tests", "0")) == sum(int(s.get("tests", "0")) for s in suites.values())
+    # the per-CPU results merge into one results dir that the report reads
+    r = subprocess.run(_cli("report", str(out), "--markdown", "-"),
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    for cpu in SMALL:
+        assert f"**{cpu}**" in r.stdout
+    print(f"docker run {','.join(SMALL)}: {took:.1f}s")
+
+
+@engine
+@docker_group
+def test_container_without_results_gets_error_suite(project_image: str, tmp_path: Path) -> None:
+    # An option the in-container CLI refuses: the container exits 2 and
+    # writes nothing; the merged JUnit must say so rather than drop the CPU.
+    out = tmp_path / "bad"
+    code = dr.run_in_docker(["snb"], out=out, jobs=1, image=project_image, context=ROOT,
+                            extra_args=["--no-such-option"], log=lambda s: None)  # fmt: skip
+    assert code == 2
+    assert not _labelled()
+    suites = list(ET.parse(out / "junit.xml").getroot().iter("testsuite"))
+    assert [s.get("name") for s in suites] == ["snb"]
+    assert suites[0].get("errors") == "1"
+    err = suites[0].find("testcase/error")
+    assert err is not None and "exited 2" in err.get("message", "")
+
+
+@engine
+@docker_group
+def test_sigterm_removes_every_container(project_image: str, tmp_path: Path) -> None:
+    out = tmp_path / "st"
+    proc = subprocess.Popen(
+        _cli("docker", "run", "--cpu", "snb,spr,gnr256,wsm", "--jobs", "2",
+             "--image", project_image, "--out", str(out)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not _labelled():
+            assert proc.poll() is None, f"finished before any container existed: {proc.stdout}"
+            assert time.monotonic() < deadline, "no labelled container appeared"
+            time.sleep(0.1)
+        # let both containers get going, so the cleanup has running ones to kill
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        text, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, text
+    assert "interrupted" in text
+    left = _labelled()
+    assert not left, f"left behind: {[c.name for c in left]}"
