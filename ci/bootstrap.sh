@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Install everything this project needs on a fresh Debian 12 machine (as root,
-# or with sudo available): the toolchain, qemu-user, Docker, debootstrap,
-# Chromium for the report test, and the package itself (editable, with the
-# test and report extras).  Idempotent.
+# or with sudo available): the toolchain, qemu-user, Docker (engine + CLI),
+# debootstrap (the registry-free base image), Chromium for the report test,
+# valgrind, and the package itself (editable, with the test
+# extra).  Idempotent.  A machine that already has a Docker CLI keeps it
+# (docker.io would conflict with Docker's own packages).
 set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-pkgs=(gcc libc6-dev binutils make qemu-user docker.io debootstrap chromium valgrind xz-utils curl)
+pkgs=(gcc libc6-dev binutils make qemu-user debootstrap chromium valgrind xz-utils curl)
+command -v docker >/dev/null || pkgs+=(docker.io)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -15,4 +19,5 @@ if [ "${#missing[@]}" -gt 0 ]; then
     $SUDO apt-get update -qq
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-python3 -m pip install -q -e ".[test]"
+# Debian's own python3 refuses system-wide pip installs (PEP 668) unless told.
+PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q -e ".[test]"

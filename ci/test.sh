@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# The test command: starts the services the tests use (dockerd), then runs the
-# whole pytest suite.  Extra arguments go to pytest.
+# The test command: starts the services the tests use (dockerd, when it is
+# installed, not running, and we are root), then runs the whole pytest suite
+# on 2 workers.  The Docker tests share one xdist group (--dist loadgroup) so
+# that one worker builds the images while the other runs the rest.  Extra
+# arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if command -v dockerd >/dev/null && ! docker info >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then
-        (dockerd >/tmp/sdematrix-dockerd.log 2>&1 &)
-        for _ in $(seq 1 30); do docker info >/dev/null 2>&1 && break; sleep 1; done
+        echo "ci/test.sh: starting dockerd (log: /tmp/sdematrix-dockerd.log)"
+        (setsid dockerd >/tmp/sdematrix-dockerd.log 2>&1 &)
+        for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
     fi
+    docker info >/dev/null 2>&1 \
+        || echo "ci/test.sh: warning: no Docker engine; the Docker tests will be skipped" >&2
 fi
-exec python3 -m pytest -q -n 2 "$@"
+exec python3 -m pytest -q -n 2 --dist loadgroup "$@"

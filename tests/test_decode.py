@@ -123,3 +123,22 @@ def test_chip_check_avx10_256_model() -> None:
     no_vl = _model({"AVX512F", "VAES"}, 512)
     why = chip_check(decode(bytes.fromhex("62f27d28dcc1")), no_vl)
     assert why is not None and "AVX512VL" in why
+
+
+def test_chip_check_xcr0_state() -> None:
+    """CPUID may say AVX-512 while the OS left its state off (XCR0): then EVEX
+    and wide registers raise #UD, and the chip check must say so."""
+    from dataclasses import replace
+
+    isa = {"AVX", "AVX2", "AES", "VAES", "AVX512F", "AVX512VL"}
+    evex_ymm = decode(bytes.fromhex("62f27d28dcc1"))
+    vex_ymm = decode(bytes.fromhex("c4e27ddcc1"))
+    full = _model(isa, 512)
+    assert chip_check(evex_ymm, full) is None
+    ymm_only = replace(full, xcr0=0x7)
+    why = chip_check(evex_ymm, ymm_only)
+    assert why is not None and "XCR0" in why
+    assert chip_check(vex_ymm, ymm_only) is None
+    sse_only = replace(full, xcr0=0x3)
+    why = chip_check(vex_ymm, sse_only)
+    assert why is not None and "AVX state" in why

@@ -35,8 +35,12 @@ IMAGE = "sdematrix:latest"
 SMALL = ["snb", "spr", "gnr256"]
 
 
-def _cli(*args: str, env: dict[str, str] | None = None, **kw: Any) -> list[str]:
+def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "sdematrix", *args]
+
+
+def _run(argv: list[str], timeout: float, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, **kw)
 
 
 def _engine() -> tuple[Any, str | None]:
@@ -51,12 +55,13 @@ def _engine() -> tuple[Any, str | None]:
 
 def test_no_engine_is_one_line_and_exit_2(tmp_path: Path) -> None:
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent"}
-    p = subprocess.run(_cli("docker", "run", "--cpu", "snb", "--out", str(tmp_path / "o")),
-                       env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)  # fmt: skip
+    p = _run(_cli("docker", "run", "--cpu", "snb", "--out", str(tmp_path / "o")), 60, env=env)
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, p.stderr
-    assert lines[0].startswith("sdematrix: error: no Docker engine reachable at unix:///nonexistent")
+    assert lines[0].startswith(
+        "sdematrix: error: no Docker engine reachable at unix:///nonexistent"
+    )
     assert "Traceback" not in p.stderr
 
 
@@ -125,11 +130,9 @@ def project_image() -> Iterator[str]:
     with lock.open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         if BASE_IMAGE == "sdematrix-base:bookworm":
-            p = subprocess.run(["bash", str(ROOT / "ci/make-base-image.sh"), BASE_IMAGE],
-                               capture_output=True, text=True, timeout=900)  # fmt: skip
+            p = _run(["bash", str(ROOT / "ci/make-base-image.sh"), BASE_IMAGE], 900)
             assert p.returncode == 0, f"ci/make-base-image.sh failed: {p.stderr[-2000:]}"
-            p = subprocess.run(["bash", str(ROOT / "ci/build-wheelhouse.sh")],
-                               capture_output=True, text=True, timeout=600)  # fmt: skip
+            p = _run(["bash", str(ROOT / "ci/build-wheelhouse.sh")], 600)
             assert p.returncode == 0, f"ci/build-wheelhouse.sh failed: {p.stderr[-2000:]}"
         steps: list[str] = []
         dr.ensure_image(CLIENT, IMAGE, ROOT, rebuild=True, base_image=BASE_IMAGE, log=steps.append)
@@ -142,10 +145,10 @@ def project_image() -> Iterator[str]:
 def test_docker_run_small_matrix(project_image: str, tmp_path: Path) -> None:
     out = tmp_path / "dk"
     t0 = time.monotonic()
-    p = subprocess.run(
+    p = _run(
         _cli("docker", "run", "--cpu", ",".join(SMALL), "--jobs", "2",
              "--base-image", BASE_IMAGE, "--image", project_image, "--out", str(out)),
-        capture_output=True, text=True, timeout=900, cwd=ROOT,
+        900, cwd=ROOT,
     )  # fmt: skip
     took = time.monotonic() - t0
     assert p.returncode == 0, p.stdout + p.stderr
@@ -160,8 +163,7 @@ def test_docker_run_small_matrix(project_image: str, tmp_path: Path) -> None:
         assert all(c.get("name", "").startswith(f"{name}.") for c in s.iter("testcase"))
     assert int(root.get("tests", "0")) == sum(int(s.get("tests", "0")) for s in suites.values())
     # the per-CPU results merge into one results dir that the report reads
-    r = subprocess.run(_cli("report", str(out), "--markdown", "-"),
-                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    r = _run(_cli("report", str(out), "--markdown", "-"), 120)
     assert r.returncode == 0, r.stderr
     for cpu in SMALL:
         assert f"**{cpu}**" in r.stdout

@@ -33,6 +33,9 @@ from doubles.sdematrix_cli import (
 from sdematrix.matrix_file import VAES_PATHS, load_matrix
 from sdematrix.models import Matrix
 
+# one xdist worker builds the four probes once (ci/test.sh runs --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("mutation")
+
 XCR0_MATRIX = Path(__file__).resolve().parent / "data" / "mutation" / "xcr0_os.yaml"
 XCR0_MODEL = "spr_os_ymm"
 

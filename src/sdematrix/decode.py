@@ -322,4 +322,11 @@ def chip_check(insn: Insn, model: CpuModel) -> str | None:
             f"{insn.width} operand ({insn.width_bits}-bit) exceeds model {model.name}'s "
             f"{model.max_vector_bits}-bit vectors"
         )
+    # The OS must have enabled the register state too (XCR0): EVEX needs
+    # opmask + ZMM_Hi256 + Hi16_ZMM (bits 5-7), any ymm needs AVX state (bit
+    # 2).  With the state off the CPU raises #UD, whatever CPUID says.
+    if insn.encoding == "evex" and model.xcr0 & 0xE0 != 0xE0:
+        return f"EVEX instruction but model {model.name}'s XCR0 {model.xcr0:#x} lacks opmask/ZMM state"
+    if insn.width in ("ymm", "zmm") and not model.xcr0 & 0x4:
+        return f"{insn.width} operand but model {model.name}'s XCR0 {model.xcr0:#x} lacks AVX state"
     return None

@@ -242,6 +242,15 @@ def parse_mix_text(text: str, source_name: str = "<mix>") -> Mix:
             c = cur.counts
             if name[0] == "*":
                 if name == "*total":
+                    rows = sum(c.forms.values())
+                    if n < rows:
+                        # a total can only be >= its own rows; a smaller one is a
+                        # number cut short (a file truncated inside "*total N")
+                        raise fail(
+                            lineno,
+                            f"'*total {n}' is smaller than the sum of the block's rows "
+                            f"({rows}): truncated?",
+                        )
                     c.total = n
                     blocks.append(cur)
                     cur = None

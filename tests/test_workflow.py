@@ -1,0 +1,243 @@
+"""The GitHub Actions workflow and the SDE install script it relies on.
+
+* the workflow validates against GitHub's workflow schema (check-jsonschema's
+  vendored copy: no network), and a broken copy does not;
+* the CPU list the matrix job runs equals the models of sde_matrix.yaml that
+  have an SDE chip;
+* SDE comes from ci/install-sde.sh with the pin of ci/sde-version.env, and is
+  cached under the path that script installs to;
+* every `sdematrix ...` command line in the workflow parses with the real CLI;
+* ci/install-sde.sh refuses a tarball with the wrong SHA-256 and installs one
+  with the right one (fake kits, no download).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from sdematrix.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / ".github" / "workflows" / "sde-matrix.yml"
+INSTALL_SDE = ROOT / "ci" / "install-sde.sh"
+PIN_FILE = ROOT / "ci" / "sde-version.env"
+
+
+def _run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False, **kw)
+
+
+def _workflow() -> dict[Any, Any]:
+    data = yaml.safe_load(WORKFLOW.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _steps(job: str) -> list[dict[str, Any]]:
+    return list(_workflow()["jobs"][job]["steps"])
+
+
+def _pin() -> dict[str, str]:
+    pin: dict[str, str] = {}
+    for line in PIN_FILE.read_text().splitlines():
+        if line and not line.startswith("#"):
+            k, _, v = line.partition("=")
+            pin[k.strip()] = v.strip()
+    return pin
+
+
+def _check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("check-jsonschema")
+    assert exe, "check-jsonschema not installed (it is in the [test] extra)"
+    return _run([exe, "--builtin-schema", "vendor.github-workflows", str(path)])
+
+
+def test_workflow_matches_github_schema(tmp_path: Path) -> None:
+    ok = _check_jsonschema(WORKFLOW)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    # the same check must reject a broken workflow (a misspelt key)
+    broken = tmp_path / "broken.yml"
+    broken.write_text(WORKFLOW.read_text().replace("runs-on:", "run-on:", 1))
+    bad = _check_jsonschema(broken)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "run-on" in bad.stdout
+
+
+def test_matrix_job_runs_the_models_with_an_sde_chip() -> None:
+    p = _run([sys.executable, "-m", "sdematrix", "list-cpus", "--github-matrix"], cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert len(p.stdout.strip().splitlines()) == 1  # one line, for $GITHUB_OUTPUT
+    emitted = json.loads(p.stdout)
+    models = yaml.safe_load((ROOT / "sde_matrix.yaml").read_text())["models"]
+    with_chip = [name for name, m in models.items() if m.get("sde_chip")]
+    assert with_chip and len(with_chip) < len(models)  # some models have none (AMD)
+    assert emitted["cpu"] == with_chip
+    for entry in emitted["include"]:
+        assert entry["chip"] == models[entry["cpu"]]["sde_chip"]
+    # ... and the workflow runs exactly that list, one job per `cpu`
+    wf = _workflow()
+    emit = next(s for s in wf["jobs"]["setup"]["steps"] if s.get("id") == "emit")
+    assert "sdematrix list-cpus --github-matrix" in emit["run"]
+    assert "steps.emit.outputs.matrix" in wf["jobs"]["setup"]["outputs"]["matrix"]
+    cpu_job = wf["jobs"]["cpu"]
+    assert cpu_job["strategy"]["matrix"] == "${{ fromJSON(needs.setup.outputs.matrix) }}"
+    assert cpu_job["strategy"]["fail-fast"] is False
+    runs = [s["run"] for s in cpu_job["steps"] if "sdematrix run" in s.get("run", "")]
+    assert len(runs) == 1 and '--cpu "${{ matrix.cpu }}"' in runs[0]
+    assert "--backend sde" in runs[0]
+
+
+def test_sde_is_installed_pinned_and_cached() -> None:
+    pin = _pin()
+    assert re.fullmatch(r"[0-9a-f]{64}", pin["SDE_SHA256"])
+    assert pin["SDE_URL"].startswith("https://")
+    assert f"sde-external-{pin['SDE_VERSION']}-lin.tar.xz" in pin["SDE_URL"]
+    steps = _steps("cpu")
+    names = [s.get("uses", "") + s.get("run", "") for s in steps]
+    i_version = next(i for i, n in enumerate(names) if ". ci/sde-version.env" in n)
+    i_cache = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/cache@"))
+    i_install = next(i for i, n in enumerate(names) if "bash ci/install-sde.sh" in n)
+    i_run = next(i for i, n in enumerate(names) if "sdematrix run" in n)
+    assert i_version < i_cache < i_install < i_run
+    # install-sde.sh's default destination is what gets cached ...
+    script = INSTALL_SDE.read_text()
+    assert 'dest="${1:-${HOME}/.cache/sdematrix/sde-${SDE_VERSION}}"' in script
+    cache = steps[i_cache]["with"]
+    assert cache["path"] == "~/.cache/sdematrix/sde-${{ steps.sde.outputs.version }}"
+    # ... and a new pin (any of its lines) is a new cache key
+    assert "hashFiles('ci/sde-version.env')" in cache["key"]
+    # the install step uses the script's default (no destination argument)
+    # and exports the path the run step's backend reads
+    assert (
+        steps[i_install]["run"].strip()
+        == 'echo "SDE_PATH=$(bash ci/install-sde.sh)" >> "$GITHUB_ENV"'
+    )
+
+
+def _command_lines(run: str) -> list[str]:
+    """Shell lines of a `run:` block that invoke sdematrix (folded `>` blocks
+    are one line already)."""
+    return [ln.strip() for ln in run.splitlines() if ln.strip().startswith("sdematrix ")]
+
+
+def test_every_sdematrix_command_in_the_workflow_parses() -> None:
+    parser = build_parser()
+    seen: set[str] = set()
+    for job in _workflow()["jobs"].values():
+        for step in job["steps"]:
+            text = step.get("run", "")
+            cmd = re.sub(r"\$\(.*?\)", "", text)  # `$(sdematrix ...)` is checked below
+            inner = re.findall(r"\$\((sdematrix [^)]*)\)", text)
+            for line in _command_lines(cmd) + inner:
+                line = line.split(">>")[0]
+                line = re.sub(r"\$\{\{[^}]*\}\}", "X", line)
+                argv = shlex.split(line)[1:]
+                parser.parse_args(argv)  # a usage error raises (one line, names the option)
+                seen.add(argv[0])
+    assert {"run", "list-cpus", "merge-junit", "report"} <= seen
+
+
+def test_artifacts_flow_from_cpu_jobs_to_publish() -> None:
+    wf = _workflow()
+    upload = next(s for s in wf["jobs"]["cpu"]["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert upload["if"] == "always()"
+    assert upload["with"]["name"] == "results-${{ matrix.cpu }}"
+    publish = wf["jobs"]["publish"]
+    assert publish["needs"] == "cpu" and publish["if"] == "always()"
+    download = next(s for s in publish["steps"] if "download-artifact" in s.get("uses", ""))
+    # without merge-multiple each artifact lands in results/<artifact name>/
+    assert download["with"] == {"path": "results", "pattern": "results-*"}
+    merge = next(s["run"] for s in publish["steps"] if "merge-junit" in s.get("run", ""))
+    assert "results/results-*/junit.xml" in merge
+    assert "results/results-*" in merge.split("merge-results", 1)[1]
+
+
+def test_pip_extras_used_by_ci_exist() -> None:
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"].get(
+        "optional-dependencies", {}
+    )
+    texts = [WORKFLOW.read_text(), (ROOT / "ci" / "bootstrap.sh").read_text()]
+    used = {
+        e for t in texts for group in re.findall(r"\.\[([a-z,]+)\]", t) for e in group.split(",")
+    }
+    assert used and used <= set(extras), f"extras used but not declared: {used - set(extras)}"
+
+
+# ------------------------------------------------------- ci/install-sde.sh --
+
+
+def _fake_kit(tmp: Path, version_ok: bool = True) -> tuple[Path, str]:
+    """A tarball shaped like SDE's: one top directory holding sde64."""
+    tb = tmp / "sde-external-fake-lin.tar.xz"
+    script = b"#!/bin/sh\necho 'Intel(R) SDE fake'\n" + (b"exit 0\n" if version_ok else b"exit 3\n")
+    with tarfile.open(tb, "w:xz") as tar:
+        info = tarfile.TarInfo("sde-external-fake-lin/sde64")
+        info.size = len(script)
+        info.mode = 0o755
+        tar.addfile(info, io.BytesIO(script))
+    return tb, hashlib.sha256(tb.read_bytes()).hexdigest()
+
+
+def _install(
+    tmp: Path, tarball: Path, sha: str | None, dest: Path
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SDE_TARBALL": str(tarball), "HOME": str(tmp)}
+    if sha is not None:
+        env["SDE_SHA256_OVERRIDE"] = sha
+    return _run(["bash", str(INSTALL_SDE), str(dest)], env=env)
+
+
+def test_install_sde_refuses_a_wrong_checksum(tmp_path: Path) -> None:
+    tb, _ = _fake_kit(tmp_path)
+    dest = tmp_path / "sde"
+    p = _install(tmp_path, tb, None, dest)  # the real pin: cannot match the fake
+    assert p.returncode == 2
+    assert p.stderr.startswith("install-sde: SHA-256 mismatch")
+    assert _pin()["SDE_SHA256"] in p.stderr
+    assert not (dest / "sde64").exists()
+
+
+def test_install_sde_installs_a_matching_tarball_once(tmp_path: Path) -> None:
+    tb, sha = _fake_kit(tmp_path)
+    dest = tmp_path / "sde"
+    p = _install(tmp_path, tb, sha, dest)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == f"{dest}/sde64"
+    assert os.access(dest / "sde64", os.X_OK)
+    # a second call (a CI cache hit) neither needs nor reads the tarball
+    tb.unlink()
+    again = _install(tmp_path, tb, sha, dest)
+    assert again.returncode == 0 and again.stdout.strip() == f"{dest}/sde64"
+
+
+def test_install_sde_refuses_a_kit_that_does_not_run(tmp_path: Path) -> None:
+    tb, sha = _fake_kit(tmp_path, version_ok=False)
+    p = _install(tmp_path, tb, sha, tmp_path / "sde")
+    assert p.returncode == 1
+    assert "does not run" in p.stderr
+
+
+@pytest.mark.parametrize("job", ["setup", "cpu", "publish", "host-tests"])
+def test_jobs_pin_actions_and_python(job: str) -> None:
+    steps = _steps(job)
+    for s in steps:
+        if "uses" in s:
+            assert re.fullmatch(r"actions/[a-z-]+@v\d+", s["uses"]), s["uses"]
+    setup_py = next(s for s in steps if s.get("uses", "").startswith("actions/setup-python@"))
+    assert setup_py["with"]["python-version"] == "3.11"
