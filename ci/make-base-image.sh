@@ -7,6 +7,10 @@ set -euo pipefail
 name="${1:-sdematrix-base:bookworm}"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 
+# One builder at a time (parallel test workers, CI steps): the others wait
+# here and then find the image.
+exec 9>"/tmp/sdematrix-make-base-image.lock"
+flock 9
 if docker image inspect "$name" >/dev/null 2>&1; then
     echo "base image $name already present"
     exit 0
@@ -14,8 +18,9 @@ fi
 command -v debootstrap >/dev/null || { echo "make-base-image: debootstrap not installed (apt-get install debootstrap)" >&2; exit 2; }
 root="$(mktemp -d /tmp/sdematrix-rootfs.XXXXXX)"
 trap 'rm -rf "$root"' EXIT
-debootstrap --variant=minbase bookworm "$root" "$mirror" >/tmp/sdematrix-debootstrap.log 2>&1 \
-    || { tail -20 /tmp/sdematrix-debootstrap.log >&2; exit 1; }
+log=/tmp/sdematrix-debootstrap.log
+debootstrap --variant=minbase bookworm "$root" "$mirror" >"$log" 2>&1 \
+    || { tail -20 "$log" >&2; exit 1; }
 # Same mirror inside the image, and no apt caches kept.
 echo "deb $mirror bookworm main" > "$root/etc/apt/sources.list"
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*

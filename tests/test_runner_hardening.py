@@ -142,9 +142,9 @@ def test_misbehaving_probe_makes_error_cells_and_the_run_goes_on(
             continue
         assert c["status"] == "error", (name, c["status"], c["reasons"])
         if behaviour == "orphan":
-            # vc-tracer waits for every traced process, so a probe that leaves
-            # a helper behind ends by the timeout; an exit-time verdict would
-            # be better (see docs/MUTATION.md), both are error cells
+            # vc-tracer ends the trace when the probe exits and kills what it
+            # left behind, so this is an exit-time "no report" error (a
+            # tracer without that rule would end by the timeout)
             assert c["reasons"][0] in (
                 f"timed out after {TIMEOUT:g} s",
                 _no_report("orphan", key, "exit 0"),
@@ -168,7 +168,9 @@ def test_misbehaving_probe_makes_error_cells_and_the_run_goes_on(
         assert c["duration_s"] <= TIMEOUT + 5, (name, c["duration_s"])
     # every blocking process of the hanging and the orphaning cells (some in
     # their own session) is gone
-    assert len(pids.read_text().split()) == 3 + 1
+    # (the orphaning cell's helper may be killed by the tracer, which ends the
+    # trace when the probe exits, before it records its pid)
+    assert len(pids.read_text().split()) in (3, 3 + 1)
     assert _wait_gone(marker) == []
     assert not [p for p in map(int, pids.read_text().split()) if _alive(p)]
 

@@ -909,6 +909,13 @@ int main(int argc, char **argv)
             if (pid == child) {
                 exit_kind = WIFEXITED(st) ? 0 : 1;
                 exit_val = WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st);
+                /* The traced program is done: anything it left running (a
+                 * forked helper) is not part of the measurement and would
+                 * otherwise hold the cell until its timeout.  Kill it; the
+                 * loop reaps it. */
+                for (size_t i = 0; i < nthreads; i++)
+                    if (threads[i]->tid != pid)
+                        kill(threads[i]->tid, SIGKILL);
             }
             remove_thread(pid);
             continue;
