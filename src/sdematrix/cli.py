@@ -321,6 +321,15 @@ def cmd_merge_junit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_merge_results(args: argparse.Namespace) -> int:
+    from .docker_runner import merge_results
+
+    dirs = [Path(d) for d in args.dirs]
+    data = merge_results(dirs, Path(args.out))  # OutputDirError (exit 2) for a bad dir
+    print(f"merged {len(dirs)} results dir(s) ({len(data['cells'])} cells) into {args.out}")
+    return EXIT_OK
+
+
 def cmd_docker_run(args: argparse.Namespace) -> int:
     from .docker_runner import run_in_docker
     from .matrix_file import select_cpus
@@ -337,6 +346,7 @@ def cmd_docker_run(args: argparse.Namespace) -> int:
         base_image=args.base_image,
         backend=args.backend,
         timeout=args.timeout,
+        matrix_file=_matrix_path(args.matrix),
     )
     if (Path(args.out) / "junit.xml").is_file():
         print(f"junit: {Path(args.out) / 'junit.xml'}")
@@ -421,6 +431,11 @@ def build_parser() -> argparse.ArgumentParser:
     mj.add_argument("files", nargs="+")
     mj.add_argument("--out", required=True)
     mj.set_defaults(func=cmd_merge_junit)
+
+    mr = sub.add_parser("merge-results", help="merge per-CPU results dirs into one")
+    mr.add_argument("dirs", nargs="+", metavar="DIR")
+    mr.add_argument("--out", required=True, help="directory for the merged results.json")
+    mr.set_defaults(func=cmd_merge_results)
 
     dk = sub.add_parser("docker", help="run the matrix in Docker containers")
     dsub = dk.add_subparsers(dest="docker_command", metavar="ACTION", parser_class=_Parser)

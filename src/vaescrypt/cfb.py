@@ -9,6 +9,12 @@ from vaescrypt._errors import StreamStateError, check_mask, raise_for_status
 from vaescrypt._key import check_key
 from vaescrypt._names import dir_id, impl_id, path_name
 from vaescrypt._native import ffi, lib
+from vaescrypt._scratch import CHARS, POOL, POOL_MAX_BYTES, U8, give_back, new_scratch, take
+
+# Bound once: a module global is one dict lookup, `lib.x` is two.
+_cfb_encrypt = lib.vc_cfb_encrypt
+_cfb_decrypt = lib.vc_cfb_decrypt
+_unpack = ffi.unpack
 
 SEGMENT_SIZES = (128, 8, 1)
 
@@ -70,19 +76,18 @@ class AESCFB:
         return bits, (bits + 7) // 8
 
     def _one_shot(self, fn: Any, iv: object, data: object, bits: int | None) -> bytes:
+        """encrypt()/decrypt() for views, CFB1, bits= and argument errors."""
         ivv = _check_iv(iv)
         dv = as_view("data", data)
         clen, nout = self._length(dv, bits)
-        out = bytearray(nout)
-        st = fn(
-            self._key,
-            cbuf(ivv),
-            cbuf(dv),
-            ffi.from_buffer("uint8_t[]", out, require_writable=True),
-            clen,
-        )
-        raise_for_status(st, "AESCFB")
-        return bytes(out)
+        sc = take(nout)
+        st = fn(self._key, cbuf(ivv), cbuf(dv), sc[U8], clen)
+        if st:
+            give_back(sc)
+            raise_for_status(st, "AESCFB")
+        out: bytes = _unpack(sc[CHARS], nout)
+        give_back(sc)
+        return out
 
     def encrypt(
         self,
@@ -90,7 +95,30 @@ class AESCFB:
         data: bytes | bytearray | memoryview,
         bits: int | None = None,
     ) -> bytes:
-        return self._one_shot(lib.vc_cfb_encrypt, iv, data, bits)
+        # Fast path (CFB128/CFB8, exact bytes, pooled output buffer): see
+        # AESGCM.encrypt.  The C call takes the IV without a length, so its
+        # length is the one check made here.
+        if (
+            type(iv) is not bytes or type(data) is not bytes or bits is not None
+            or self._segment_size == 1 or len(iv) != 16
+        ):
+            return self._one_shot(_cfb_encrypt, iv, data, bits)
+        n = len(data)
+        if n > POOL_MAX_BYTES:
+            return self._one_shot(_cfb_encrypt, iv, data, bits)
+        try:
+            sc = POOL.pop()
+        except IndexError:
+            sc = new_scratch(n)
+        if sc[2] < n:  # CAPACITY
+            sc = new_scratch(n)
+        st = _cfb_encrypt(self._key, iv, data, sc[0], n)
+        if st:
+            POOL.append(sc)
+            raise_for_status(st, "AESCFB")
+        out: bytes = _unpack(sc[1], n)
+        POOL.append(sc)
+        return out
 
     def decrypt(
         self,
@@ -98,7 +126,27 @@ class AESCFB:
         data: bytes | bytearray | memoryview,
         bits: int | None = None,
     ) -> bytes:
-        return self._one_shot(lib.vc_cfb_decrypt, iv, data, bits)
+        if (
+            type(iv) is not bytes or type(data) is not bytes or bits is not None
+            or self._segment_size == 1 or len(iv) != 16
+        ):
+            return self._one_shot(_cfb_decrypt, iv, data, bits)
+        n = len(data)
+        if n > POOL_MAX_BYTES:
+            return self._one_shot(_cfb_decrypt, iv, data, bits)
+        try:
+            sc = POOL.pop()
+        except IndexError:
+            sc = new_scratch(n)
+        if sc[2] < n:  # CAPACITY
+            sc = new_scratch(n)
+        st = _cfb_decrypt(self._key, iv, data, sc[0], n)
+        if st:
+            POOL.append(sc)
+            raise_for_status(st, "AESCFB")
+        out: bytes = _unpack(sc[1], n)
+        POOL.append(sc)
+        return out
 
     def encryptor(self, iv: bytes | bytearray | memoryview) -> CfbStream:
         return CfbStream(self, 0, iv)

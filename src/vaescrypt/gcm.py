@@ -9,7 +9,16 @@ from vaescrypt._errors import InvalidTag, StreamStateError, check_mask, raise_fo
 from vaescrypt._key import check_key
 from vaescrypt._names import impl_id, path_name
 from vaescrypt._native import ffi, lib
-from vaescrypt._scratch import POOL, give_back, new_scratch, take
+from vaescrypt._scratch import (
+    CHARS,
+    POOL,
+    POOL_MAX_BYTES,
+    U8,
+    at,
+    give_back,
+    new_scratch,
+    take,
+)
 
 # Bound once: a module global is one dict lookup, `lib.x` is two.
 _gcm_encrypt = lib.vc_gcm_encrypt
@@ -71,28 +80,34 @@ class AESGCM:
         associated_data: bytes | bytearray | memoryview | None,
     ) -> bytes:
         """Ciphertext || tag."""
-        # Fast path (exact bytes / None): no views, no checks; cffi passes a
-        # bytes argument as a pointer to its own storage (no copy) and the C
-        # library validates everything.  Errors are diagnosed after the fact.
+        # Fast path (exact bytes / None, pooled output buffer): no views and
+        # no Python-level checks.  cffi passes a bytes argument as a pointer
+        # to its own storage (no copy) and the C library validates every
+        # argument; a failure is diagnosed afterwards (_fail).  Everything
+        # else, and messages too big for the pool, take _encrypt_views.
         aad = b"" if associated_data is None else associated_data
         if type(nonce) is not bytes or type(data) is not bytes or type(aad) is not bytes:
             return self._encrypt_views(nonce, data, associated_data)
         n = len(data)
         tl = self._tag_length
         total = n + tl
+        if total > POOL_MAX_BYTES:
+            return self._encrypt_views(nonce, data, associated_data)
         try:
-            scratch = POOL.pop()
-            if scratch[2] < total:
-                scratch = new_scratch(total)
+            sc = POOL.pop()
         except IndexError:
-            scratch = new_scratch(total)
-        u8, chars, _ = scratch
-        st = _gcm_encrypt(self._key, nonce, len(nonce), aad, len(aad), data, u8, n, u8 + n, tl)
+            sc = new_scratch(total)
+        if sc[2] < total:  # CAPACITY
+            sc = new_scratch(total)
+        if sc[3] != n:  # AT_N: the tag pointer u8 + n, cached per buffer
+            sc[4] = sc[0] + n
+            sc[3] = n
+        st = _gcm_encrypt(self._key, nonce, len(nonce), aad, len(aad), data, sc[0], n, sc[4], tl)
         if st:
-            give_back(scratch)
+            POOL.append(sc)
             self._fail("AESGCM.encrypt", st, nonce)
-        out: bytes = _unpack(chars, total)
-        give_back(scratch)
+        out: bytes = _unpack(sc[1], total)
+        POOL.append(sc)
         return out
 
     def _encrypt_views(self, nonce: object, data: object, associated_data: object) -> bytes:
@@ -102,17 +117,16 @@ class AESGCM:
         av = as_view("associated_data", associated_data, allow_none=True)
         n = len(dv)
         total = n + self._tag_length
-        scratch = take(total)
-        u8, chars, _ = scratch
+        sc = take(total)
         st = _gcm_encrypt(
-            self._key, cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv), u8, n, u8 + n,
+            self._key, cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv), sc[U8], n, at(sc, n),
             self._tag_length,
         )
         if st:
-            give_back(scratch)
+            give_back(sc)
             raise_for_status(st, "AESGCM.encrypt")
-        out: bytes = _unpack(chars, total)
-        give_back(scratch)
+        out: bytes = _unpack(sc[CHARS], total)
+        give_back(sc)
         return out
 
     def decrypt(
@@ -129,22 +143,21 @@ class AESGCM:
         n = len(data) - tl
         if n < 0:
             raise InvalidTag("AESGCM.decrypt: data shorter than the tag")
+        if n > POOL_MAX_BYTES:
+            return self._decrypt_views(nonce, data, associated_data)
         try:
-            scratch = POOL.pop()
-            if scratch[2] < n:
-                scratch = new_scratch(n)
+            sc = POOL.pop()
         except IndexError:
-            scratch = new_scratch(n)
-        u8, chars, _ = scratch
+            sc = new_scratch(n)
+        if sc[2] < n:  # CAPACITY
+            sc = new_scratch(n)
         # `data` is read for n bytes only; the tag is its last tl bytes.
-        st = _gcm_decrypt(
-            self._key, nonce, len(nonce), aad, len(aad), data, u8, n, data[n:], tl
-        )
+        st = _gcm_decrypt(self._key, nonce, len(nonce), aad, len(aad), data, sc[0], n, data[n:], tl)
         if st:
-            give_back(scratch)  # on a tag mismatch C has zeroed what it wrote
+            POOL.append(sc)  # on a tag mismatch C has zeroed what it wrote
             self._fail("AESGCM.decrypt", st, nonce)
-        out: bytes = _unpack(chars, n)
-        give_back(scratch)
+        out: bytes = _unpack(sc[1], n)
+        POOL.append(sc)
         return out
 
     def _decrypt_views(self, nonce: object, data: object, associated_data: object) -> bytes:
@@ -155,17 +168,16 @@ class AESGCM:
         if len(dv) < self._tag_length:
             raise InvalidTag("AESGCM.decrypt: data shorter than the tag")
         n = len(dv) - self._tag_length
-        scratch = take(n)
-        u8, chars, _ = scratch
+        sc = take(n)
         st = _gcm_decrypt(
-            self._key, cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv[:n]), u8, n,
+            self._key, cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv[:n]), sc[U8], n,
             cbuf(dv[n:]), self._tag_length,
         )
         if st:
-            give_back(scratch)
+            give_back(sc)
             raise_for_status(st, "AESGCM.decrypt")
-        out: bytes = _unpack(chars, n)
-        give_back(scratch)
+        out: bytes = _unpack(sc[CHARS], n)
+        give_back(sc)
         return out
 
     @staticmethod
