@@ -24,6 +24,10 @@ from vaescrypt._scratch import (
 _gcm_encrypt = lib.vc_gcm_encrypt
 _gcm_decrypt = lib.vc_gcm_decrypt
 _unpack = ffi.unpack
+_key_new = lib.vc_gcm_key_new
+_key_free = lib.vc_gcm_key_free
+_KEY_PP = ffi.typeof("vc_gcm_key **")
+_PATH_AUTO = int(lib.VC_PATH_AUTO)
 
 TAG_LENGTHS = (4, 8, 12, 13, 14, 15, 16)
 
@@ -45,19 +49,29 @@ class AESGCM:
     def __init__(
         self, key: bytes | bytearray | memoryview, tag_length: int = 16, impl: str | None = None
     ) -> None:
-        kview = check_key("AESGCM", key)
-        if not isinstance(tag_length, int) or isinstance(tag_length, bool):
-            raise TypeError("tag_length must be an int")
-        if tag_length not in TAG_LENGTHS:
-            raise ValueError(f"GCM tag_length must be 4, 8 or 12..16 bytes, got {tag_length}")
-        impl_code = impl_id(impl)
-        check_mask()
-        out = ffi.new("vc_gcm_key **")
-        raise_for_status(
-            lib.vc_gcm_key_new(out, cbuf(kview), len(kview), impl_code),
-            f"AESGCM(impl={impl!r})",
-        )
-        self._key: Any = ffi.gc(out[0], lib.vc_gcm_key_free)
+        out = ffi.new(_KEY_PP)
+        if (
+            type(key) is bytes and impl is None and type(tag_length) is int
+            and tag_length in TAG_LENGTHS and len(key) in (16, 24, 32)
+        ):
+            # Fast path: nothing left to check in Python.  A bad
+            # VAESCRYPT_CPU_MASK comes back as VC_ERR_CPU_MASK -> CpuMaskError.
+            st = _key_new(out, key, len(key), _PATH_AUTO)
+            if st:
+                raise_for_status(st, "AESGCM(impl=None)")
+        else:
+            kview = check_key("AESGCM", key)
+            if not isinstance(tag_length, int) or isinstance(tag_length, bool):
+                raise TypeError("tag_length must be an int")
+            if tag_length not in TAG_LENGTHS:
+                raise ValueError(f"GCM tag_length must be 4, 8 or 12..16 bytes, got {tag_length}")
+            impl_code = impl_id(impl)
+            check_mask()
+            raise_for_status(
+                lib.vc_gcm_key_new(out, cbuf(kview), len(kview), impl_code),
+                f"AESGCM(impl={impl!r})",
+            )
+        self._key: Any = ffi.gc(out[0], _key_free)
         self._tag_length = tag_length
         self._impl = impl
 

@@ -27,6 +27,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,7 @@ class QemuBackend:
         self._qemu_arg = qemu
         self._use_plugin = use_plugin
         self._cache = cache
+        self._plugin_lock = threading.Lock()
         self._qemu: str | None = None
         self._version: str | None = None
         self._cpu_names: frozenset[str] | None = None
@@ -202,20 +204,24 @@ class QemuBackend:
     def plugin(self) -> Path | None:
         """The mix plugin, built and smoke-tested once; None (see
         :meth:`plugin_problem`) when it cannot work here."""
-        if self._plugin_checked:
+        # Cells run on several threads: the first builds and smoke-tests the
+        # plugin while the others wait, rather than seeing "checked" with no
+        # plugin yet and running without a mix.
+        with self._plugin_lock:
+            if self._plugin_checked:
+                return self._plugin
+            if not self._use_plugin:
+                self._plugin_reason = "mix plugin disabled"
+            else:
+                try:
+                    so = build_plugin(self._cache)
+                except PluginBuildError as e:
+                    self._plugin_reason = str(e)
+                else:
+                    self._plugin_reason = self._smoke_test(so)
+                    self._plugin = None if self._plugin_reason else so
+            self._plugin_checked = True
             return self._plugin
-        self._plugin_checked = True
-        if not self._use_plugin:
-            self._plugin_reason = "mix plugin disabled"
-            return None
-        try:
-            so = build_plugin(self._cache)
-        except PluginBuildError as e:
-            self._plugin_reason = str(e)
-            return None
-        self._plugin_reason = self._smoke_test(so)
-        self._plugin = None if self._plugin_reason else so
-        return self._plugin
 
     def plugin_problem(self) -> str | None:
         self.plugin()
