@@ -72,7 +72,7 @@ def test_zmm_is_a_violation_on_256_bit_model(
     r = backend.run(CELL, avx10, probe, tmp_path / "w2", timeout=30)
     assert [v.mnemonic for v in r.violations] == ["VPXORQ"]
     assert "512-bit" in r.violations[0].reason
-    ok = replace(avx10, max_vector_bits=512)
+    ok = replace(avx10, max_vector_bits=512, xcr0=0xE7)
     assert backend.run(CELL, ok, probe, tmp_path / "w3", timeout=30).violations == []
 
 

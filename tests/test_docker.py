@@ -118,7 +118,12 @@ docker_group = pytest.mark.xdist_group("docker")
 
 def _labelled() -> list[Any]:
     assert CLIENT is not None
-    return list(CLIENT.containers.list(all=True, filters={"label": dr.LABEL}))
+    # sparse: no per-container inspect, which races with containers being removed
+    return list(
+        CLIENT.containers.list(
+            all=True, filters={"label": dr.LABEL}, sparse=True, ignore_removed=True
+        )
+    )
 
 
 @pytest.fixture(scope="session")

@@ -175,7 +175,9 @@ def remove_labelled(client: Any, run_id: str) -> int:
     n = 0
     errors = _engine_errors()
     try:
-        found = client.containers.list(all=True, filters={"label": f"{LABEL}={run_id}"})
+        found = client.containers.list(
+            all=True, filters={"label": f"{LABEL}={run_id}"}, sparse=True, ignore_removed=True
+        )
     except errors:  # engine gone: nothing more we can do
         return 0
     for c in found:
