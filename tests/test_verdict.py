@@ -59,7 +59,10 @@ def test_expecting_avx512_for_cfb8_fails_with_path_and_missing_zmm():
     assert o.reasons[1] == (
         "required by path avx512 but not executed: {mnemonic=VAESENC*, width=zmm}"
     )
-    assert len(o.reasons) == 2
+    # and what ran instead, by function
+    assert o.reasons[2].startswith("seen instead (top vector/crypto instructions): ")
+    assert "AESENC(legacy,xmm) x160 in vc_cfb8_aesni" in o.reasons[2]
+    assert len(o.reasons) == 3
     assert all("\n" not in r for r in o.reasons)
 
 
@@ -73,7 +76,9 @@ def test_zmm_requirement_added_to_aesni_fails_naming_it():
     o = judge(cell, matrix.models["hsw"], matrix, ok_result(cell, "aesni", aesni_mix()),
               fake_digest(cell, 1))  # fmt: skip
     assert o.status == "fail"
-    assert o.reasons == ["required by path aesni but not executed: {width=zmm}"]
+    assert o.reasons[0] == "required by path aesni but not executed: {width=zmm}"
+    assert o.reasons[1].startswith("seen instead") and "AESENC(legacy,xmm)" in o.reasons[1]
+    assert len(o.reasons) == 2
 
 
 def test_forbidden_instructions_are_named_with_functions():

@@ -199,6 +199,18 @@ def judge(
                     + (f" -- {detail}" if detail else "")
                 )
 
+    # When the path is wrong or its signature unmet, say what ran instead: the
+    # top vector/crypto instructions in the signature's scope, by function.
+    if mix is not None and sig is not None and (
+        out.path != expected or any(r.startswith("required by path") for r in reasons)
+    ):
+        seen = top_offenders(mix, Selector(width="[xyz]mm"), sig.scope, limit=5)
+        if seen:
+            reasons.append(
+                f"seen instead (top vector/crypto instructions{where}): "
+                + "; ".join(f"{format_form(form)} x{n} in {fn}" for fn, _img, form, n in seen)
+            )
+
     for v in result.violations:
         reasons.append(f"chip check ({model.name}): {_one_line(v.describe(), 300)}")
 

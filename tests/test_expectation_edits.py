@@ -1,0 +1,78 @@
+"""Edited expectations make the real matrix fail loudly (ptrace backend, real
+probe): exit 1, and a message naming the cell, the expected and actual path
+and the instructions seen."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sdematrix.backends.ptrace import PtraceBackend
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "sde_matrix.yaml"
+
+pytestmark = pytest.mark.skipif(
+    PtraceBackend().unavailable_reason() is not None,
+    reason=f"ptrace backend unavailable: {PtraceBackend().unavailable_reason()}",
+)
+
+
+def _run(matrix: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
+    p = subprocess.run(
+        [sys.executable, "-m", "sdematrix", "run", "--matrix", str(matrix), "--cpu", "spr",
+         "--backend", "ptrace", "--jobs", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    results = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else {}
+    return p, results
+
+
+def _failed(results: dict) -> dict[str, list[str]]:
+    return {c["cell"]: c["reasons"] for c in results["cells"] if c["status"] == "fail"}
+
+
+def test_expecting_avx512_for_cfb8_on_spr(tmp_path: Path) -> None:
+    text = SHIPPED.read_text()
+    assert "  overrides: {}\n" in text
+    edited = tmp_path / "m.yaml"
+    edited.write_text(text.replace(
+        "  overrides: {}\n",
+        "  overrides: {spr.cfb8.encrypt: avx512, spr.cfb8.decrypt: avx512}\n",
+    ))  # fmt: skip
+    p, results = _run(edited, tmp_path / "out")
+    assert p.returncode == 1, p.stderr
+    failed = _failed(results)
+    assert sorted(failed) == ["spr.cfb8.decrypt.128.16", "spr.cfb8.encrypt.128.16"]
+    for cell, reasons in failed.items():
+        text = "\n".join(reasons)
+        assert "path: expected avx512, got aesni" in text, text
+        # the avx512 signature's requirements are named as not executed
+        assert "required by path avx512 but not executed" in text, text
+        # and what ran instead, by function
+        assert "seen instead" in text and "AESENC(legacy,xmm)" in text, text
+        assert cell in p.stdout + p.stderr
+    assert "expected avx512, got aesni" in p.stdout + p.stderr
+
+
+def test_zmm_requirement_added_to_aesni(tmp_path: Path) -> None:
+    text = SHIPPED.read_text()
+    line = '      "*": [{mnemonic: AESENC, encoding: legacy}]\n'
+    assert line in text
+    edited = tmp_path / "m.yaml"
+    edited.write_text(
+        text.replace(line, '      "*": [{mnemonic: AESENC, encoding: legacy}, {width: zmm}]\n')
+    )
+    p, results = _run(edited, tmp_path / "out")
+    assert p.returncode == 1, p.stderr
+    failed = _failed(results)
+    # every spr cell whose expected path is aesni: the serial ones
+    assert failed and all(".cfb" in c for c in failed), failed
+    assert {c.split(".")[1] for c in failed} == {"cfb128", "cfb8", "cfb1"}
+    for reasons in failed.values():
+        joined = "\n".join(reasons)
+        assert "required by path aesni but not executed in scope vc-probe*: {width=zmm}" in joined
