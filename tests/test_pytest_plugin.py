@@ -1,0 +1,68 @@
+"""The pytest plugin, run as a user would: a pytest subprocess with --sde-cpu."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from sdematrix.backends.ptrace import PtraceBackend
+from sdematrix.pytest_plugin import SHIPPED_TESTS, classify
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pytest(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+
+
+def test_without_option_the_plugin_adds_nothing(tmp_path: Path) -> None:
+    (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
+    p = _pytest("-q", "test_x.py", cwd=tmp_path)
+    assert p.returncode == 0 and "1 passed" in p.stdout, p.stdout + p.stderr
+
+
+def test_unknown_cpu_is_a_usage_error_listing_names(tmp_path: Path) -> None:
+    p = _pytest("-q", f"--sde-matrix={ROOT / 'sde_matrix.yaml'}", "--sde-cpu=spr,nosuchcpu",
+                cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 4, p.stdout + p.stderr  # pytest's usage-error exit code
+    err = p.stderr
+    assert "nosuchcpu" in err and "spr" in err and "snb" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.skipif(
+    PtraceBackend().unavailable_reason() is not None, reason="ptrace backend unavailable here"
+)
+def test_sde_cpu_runs_the_shipped_checks_with_junit_properties(tmp_path: Path) -> None:
+    junit = tmp_path / "sde.xml"
+    p = _pytest("-q", f"--sde-matrix={ROOT / 'sde_matrix.yaml'}", "--sde-cpu=snb,spr",
+                "--sde-backend=ptrace", "-k", "gcm and encrypt", f"--junitxml={junit}",
+                str(SHIPPED_TESTS), cwd=tmp_path)  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    cases = list(ET.parse(junit).iter("testcase"))
+    # 2 CPUs x 2 gcm encrypt workloads x 4 checks
+    assert len(cases) == 2 * 2 * 4
+    seen = set()
+    for c in cases:
+        props = {q.get("name"): q.get("value") for q in c.iter("property")}
+        assert {"cpu", "backend", "path", "expected_path", "check"} <= set(props)
+        assert props["backend"] == "ptrace"
+        assert props["path"] == props["expected_path"]
+        seen.add((props["cpu"], props["path"], props["check"]))
+    assert {("snb", "aesni"), ("spr", "avx512")} == {(c, p) for c, p, _ in seen}
+    assert {k for _, _, k in seen} == {"dispatch", "mix", "chip", "answer"}
+
+
+def test_reason_classification() -> None:
+    assert classify("path: expected avx512, got aesni") == "dispatch"
+    assert classify("seen instead (top ...): X") == "dispatch"
+    assert classify("chip check (snb): VPXORQ ...") == "chip"
+    assert classify("digest: expected a, got b") == "answer"
+    assert classify("required by path aesni but not executed: {width=zmm}") == "mix"
