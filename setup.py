@@ -1,9 +1,15 @@
-"""Build for the `sdematrix` distribution: the cffi extension vaescrypt._native
-and the helper executables sdematrix/_bin/{vc-probe,vc-tracer}.
+"""Build for the `sdematrix` distribution: the cffi extension vaescrypt._native,
+the CPython extension vaescrypt._fastcall and the helper executables
+sdematrix/_bin/{vc-probe,vc-tracer}.
 
 Our C is compiled with the project's strict flags (see src/vaescrypt/_buildinfo.py)
 into objects that the cffi wrapper links as extra_objects; the generated wrapper
 itself keeps the interpreter's default flags (it is not -Werror clean).
+
+vaescrypt._fastcall (METH_FASTCALL one-shot entry points) is our C too, so it
+gets the strict flags.  It links none of the library: at import the Python
+layer hands it the addresses of the library functions inside _native, so the
+process holds one copy of the library and of its dispatcher state.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import sys
 from pathlib import Path
 
 from cffi import FFI
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
@@ -37,6 +43,15 @@ ffibuilder.set_source(
     "vaescrypt._native",
     '#include "vaescrypt.h"\n#include "vc_dispatch_hooks.h"\n#include "vc_bench.h"\n',
     include_dirs=[str(d) for d in bi.include_dirs(ROOT)],
+)
+
+fastcall = Extension(
+    "vaescrypt._fastcall",
+    sources=["src/vaescrypt/_fastcall.c"],
+    include_dirs=[str(d) for d in bi.include_dirs(ROOT)],
+    extra_compile_args=bi.our_cflags(),
+    extra_link_args=bi.link_flags(),
+    depends=[str(ROOT / "native" / "include" / "vaescrypt.h")],
 )
 
 
@@ -72,5 +87,6 @@ class BuildNative(build_ext):
 if __name__ == "__main__":
     setup(
         cffi_modules=["setup.py:ffibuilder"],
+        ext_modules=[fastcall],
         cmdclass={"build_ext": BuildNative},
     )

@@ -250,20 +250,76 @@ static inline VC_FN void VC_NAME(aes4)(const vc_v *rk, unsigned nr, vc_v x[4])
 
 /* ---------------------------------------------------------------- GCM -- */
 
+/* The AES-GCM round keys of the main loop, broadcast once and kept in
+ * registers, "right-aligned" so that the last nine VAESENC rounds and the
+ * VAESENCLAST use the same registers for every key size:
+ *
+ *   AES-128  k0 |                 m0 .. m8 | kl     (rk[1..9], rk[10])
+ *   AES-192  k0 | e0 e1           m0 .. m8 | kl     (rk[3..11], rk[12])
+ *   AES-256  k0 | e0 e1 e2 e3     m0 .. m8 | kl     (rk[5..13], rk[14])
+ *
+ * e0..e3 = rk[1..4] are the extra leading rounds of the longer keys (a
+ * predictable branch on nr).  With constant indices everywhere the
+ * compiler keeps every key in its own register: no round reloads a key and
+ * no loop over rounds shuffles the state between registers. */
+#define VC_KEYS_LOAD(k)                                                                            \
+    const vc_v k0 = v_bcast((k)->rk[0]), e0 = v_bcast((k)->rk[1]), e1 = v_bcast((k)->rk[2]),     \
+               e2 = v_bcast((k)->rk[3]), e3 = v_bcast((k)->rk[4]);                                \
+    const vc_v m0 = v_bcast((k)->rk[nr - 9]), m1 = v_bcast((k)->rk[nr - 8]),                      \
+               m2 = v_bcast((k)->rk[nr - 7]), m3 = v_bcast((k)->rk[nr - 6]),                      \
+               m4 = v_bcast((k)->rk[nr - 5]), m5 = v_bcast((k)->rk[nr - 4]),                      \
+               m6 = v_bcast((k)->rk[nr - 3]), m7 = v_bcast((k)->rk[nr - 2]),                      \
+               m8 = v_bcast((k)->rk[nr - 1]), kl = v_bcast((k)->rk[nr])
+
+/* One AES round on the 4 state vectors. */
+#define VC_R(kr)                                                                                   \
+    do {                                                                                           \
+        x[0] = v_aesenc(x[0], (kr));                                                               \
+        x[1] = v_aesenc(x[1], (kr));                                                               \
+        x[2] = v_aesenc(x[2], (kr));                                                               \
+        x[3] = v_aesenc(x[3], (kr));                                                               \
+    } while (0)
+
+/* Whitening and the extra rounds of AES-192/256 (see VC_KEYS_LOAD). */
+#define VC_R_HEAD()                                                                                \
+    do {                                                                                           \
+        VC_UNROLL for (int j_ = 0; j_ < 4; j_++) x[j_] = v_xor(x[j_], k0);                        \
+        if (nr > 10) {                                                                             \
+            VC_R(e0);                                                                              \
+            VC_R(e1);                                                                              \
+            if (nr > 12) {                                                                         \
+                VC_R(e2);                                                                          \
+                VC_R(e3);                                                                          \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* All rounds of the 4 vectors but the last, no GHASH interleaved. */
+#define VC_R_ALL()                                                                                 \
+    do {                                                                                           \
+        VC_R_HEAD();                                                                               \
+        VC_R(m0);                                                                                  \
+        VC_R(m1);                                                                                  \
+        VC_R(m2);                                                                                  \
+        VC_R(m3);                                                                                  \
+        VC_R(m4);                                                                                  \
+        VC_R(m5);                                                                                  \
+        VC_R(m6);                                                                                  \
+        VC_R(m7);                                                                                  \
+        VC_R(m8);                                                                                  \
+    } while (0)
+
 static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
                                         uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len,
                                         int enc)
 {
     const unsigned nr = k->rounds;
-    vc_v rk[15];
-    for (unsigned i = 0; i <= nr; i++)
-        rk[i] = v_bcast(k->rk[i]);
+    VC_KEYS_LOAD(k);
     const vc_v bs = v_bswap_mask();
     const vc_v step = v_ctr_step();
     vc_v S = v_shuf8(v_lane0_load(X), bs);
     vc_v c = v_add32(v_shuf8(v_bcast(ctr), bs), v_ctr_lanes());
-    vc_v h[4], x[4];
-    h[0] = h[1] = h[2] = h[3] = v_zero(); /* (enc: set by the first batch) */
+    vc_v x[4];
     size_t done = 0;
 #ifdef VC_GCM_FAULT
     VC_GCM_FAULT();
@@ -277,80 +333,102 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
 
     if (enc && len >= VC_BATCH) { /* first batch: nothing to hash yet */
         VC_CTRS();
-        VC_NAME(aes4)(rk, nr, x);
+        VC_R_ALL();
         VC_UNROLL
-        for (int j = 0; j < 4; j++) {
-            const vc_v o = v_xor(x[j], v_loadu(in + j * VC_W));
-            v_storeu(out + j * VC_W, o);
-            h[j] = v_shuf8(o, bs);
-        }
+        for (int j = 0; j < 4; j++)
+            v_storeu(out + j * VC_W, v_aesenclast(x[j], v_xor(kl, v_loadu(in + j * VC_W))));
         done = VC_BATCH;
     }
 
-    /* Main loop: B blocks of CTR, and B blocks of GHASH between the rounds
-     * (enc: previous batch's ciphertext h[], dec: this batch's input). */
+    /* Main loop: B blocks of CTR, and B blocks of GHASH between the rounds.
+     * Decryption hashes this batch's input (read before the stores, so
+     * in == out is fine); encryption the previous batch's output, read
+     * back from out (still in L1), which keeps 4 vector registers free. */
+    const vc_v q = v_bcast(vc_q_bytes);
+    const uint8_t *kp = g->table + (16 - VC_B) * 16;
     while (len - done >= VC_BATCH) {
         const uint8_t *ip = in + done;
         uint8_t *op = out + done;
+        const uint8_t *hp = enc ? op - VC_BATCH : ip;
         VC_NAME(acc) a;
-        vc_v lo, mid, hi, q = v_bcast(vc_q_bytes);
-        if (!enc) {
-            VC_UNROLL
-            for (int j = 0; j < 4; j++)
-                h[j] = v_shuf8(v_loadu(ip + j * VC_W), bs);
-        }
+        vc_v lo, mid, hi;
         VC_CTRS();
-#define VC_ROUND(r)                                                                                \
-    do {                                                                                           \
-        const vc_v kr_ = rk[r];                                                                    \
-        x[0] = v_aesenc(x[0], kr_);                                                                \
-        x[1] = v_aesenc(x[1], kr_);                                                                \
-        x[2] = v_aesenc(x[2], kr_);                                                                \
-        x[3] = v_aesenc(x[3], kr_);                                                                \
-    } while (0)
-        VC_UNROLL
-        for (int j = 0; j < 4; j++)
-            x[j] = v_xor(x[j], rk[0]);
-        const uint8_t *kp = g->table + (16 - VC_B) * 16;
-        VC_ROUND(1);
-        VC_NAME(mul)(&a, v_xor(h[0], S), kp, 1);
-        VC_ROUND(2);
-        VC_NAME(mul)(&a, h[1], kp + VC_W, 0);
-        VC_ROUND(3);
-        VC_NAME(mul)(&a, h[2], kp + 2 * VC_W, 0);
-        VC_ROUND(4);
-        VC_NAME(mul)(&a, h[3], kp + 3 * VC_W, 0);
-        VC_ROUND(5);
+        VC_R_HEAD();
+#if defined(VC_EXP_NOGHASH)
+        (void)hp; (void)lo; (void)mid; (void)hi; (void)a;
+        VC_R(m0); VC_R(m1); VC_R(m2); VC_R(m3); VC_R(m4); VC_R(m5); VC_R(m6); VC_R(m7);
+#elif defined(VC_EXP_NORED)
+        VC_R(m0);
+        VC_NAME(mul)(&a, v_xor(v_shuf8(v_loadu(hp), bs), S), kp, 1);
+        VC_R(m1);
+        VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + VC_W), bs), kp + VC_W, 0);
+        VC_R(m2);
+        VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 2 * VC_W), bs), kp + 2 * VC_W, 0);
+        VC_R(m3);
+        VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 3 * VC_W), bs), kp + 3 * VC_W, 0);
+        VC_R(m4);
+        (void)lo; (void)mid; (void)hi;
+        S = v_xor3(a.kara, a.lo, a.hi);
+        VC_R(m5); VC_R(m6); VC_R(m7);
+#elif defined(VC_EXP_CLMULONLY)
+        (void)lo; (void)mid; (void)hi; (void)a;
+        VC_R(m0);
+        { vc_v t0 = v_loadu(hp), t1 = v_loadu(hp+64), t2 = v_loadu(hp+128), t3 = v_loadu(hp+192);
+          vc_v u = v_xor(t0, S);
+          vc_v p0 = v_clmul(u, v_loadu(kp), 0), p1 = v_clmul(u, v_loadu(kp), 0x11), p2 = v_clmul(u, v_loadu(kp+256), 0);
+        VC_R(m1);
+          p0 = v_xor(p0, v_clmul(t1, v_loadu(kp+64), 0)); p1 = v_xor(p1, v_clmul(t1, v_loadu(kp+64), 0x11)); p2 = v_xor(p2, v_clmul(t1, v_loadu(kp+256+64), 0x01));
+        VC_R(m2);
+          p0 = v_xor(p0, v_clmul(t2, v_loadu(kp+128), 0)); p1 = v_xor(p1, v_clmul(t2, v_loadu(kp+128), 0x11)); p2 = v_xor(p2, v_clmul(t2, v_loadu(kp+256+128), 0x01));
+        VC_R(m3);
+          p0 = v_xor(p0, v_clmul(t3, v_loadu(kp+192), 0)); p1 = v_xor(p1, v_clmul(t3, v_loadu(kp+192), 0x11)); p2 = v_xor(p2, v_clmul(t3, v_loadu(kp+256+192), 0x01));
+        VC_R(m4);
+          p0 = v_xor3(p0, p1, p2);
+          p0 = v_clmul(p0, q, 0);
+        VC_R(m5);
+          p0 = v_clmul(p0, q, 0);
+        VC_R(m6);
+          S = v_hxor(p0); }
+        VC_R(m7);
+#else
+        VC_R(m0);
+        VC_NAME(mul)(&a, v_xor(v_shuf8(v_loadu(hp), bs), S), kp, 1);
+        VC_R(m1);
+        VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + VC_W), bs), kp + VC_W, 0);
+        VC_R(m2);
+        VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 2 * VC_W), bs), kp + 2 * VC_W, 0);
+        VC_R(m3);
+        VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 3 * VC_W), bs), kp + 3 * VC_W, 0);
+        VC_R(m4);
         mid = v_xor3(a.kara, a.lo, a.hi);
         lo = v_xor(a.lo, v_bslli8(mid));
         hi = v_xor(a.hi, v_bsrli8(mid));
-        VC_ROUND(6);
+        VC_R(m5);
         lo = v_xor(v_swap64(lo), v_clmul(lo, q, 0x00));
-        VC_ROUND(7);
+        VC_R(m6);
         S = v_hxor(v_xor3(hi, v_swap64(lo), v_clmul(lo, q, 0x00)));
-        VC_ROUND(8);
-        VC_ROUND(9);
-        for (unsigned r = 10; r < nr; r++)
-            VC_ROUND(r);
-#undef VC_ROUND
+        VC_R(m7);
+#endif
+        VC_R(m8);
         VC_UNROLL
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < 4; j++)
             /* AESENCLAST ends with "^ round key": fold the input in there. */
-            const vc_v o = v_aesenclast(x[j], v_xor(rk[nr], v_loadu(ip + j * VC_W)));
-            v_storeu(op + j * VC_W, o);
-            if (enc)
-                h[j] = v_shuf8(o, bs);
-        }
+            v_storeu(op + j * VC_W, v_aesenclast(x[j], v_xor(kl, v_loadu(ip + j * VC_W))));
         done += VC_BATCH;
     }
-    if (enc && done)
+    if (enc && done) {
+        vc_v h[4];
+        VC_UNROLL
+        for (int j = 0; j < 4; j++)
+            h[j] = v_shuf8(v_loadu(out + done - VC_BATCH + j * VC_W), bs);
         S = VC_NAME(batch)(g, S, h, VC_B);
+    }
 
     const size_t r = len - done;
     if (r) { /* tail: < B blocks, the last may be partial (zero-padded hash) */
         vc_v d[4];
         VC_CTRS();
-        VC_NAME(aes4)(rk, nr, x);
+        VC_R_ALL();
         VC_NAME(load_tail)(d, in + done, r);
         VC_UNROLL
         for (size_t j = 0; j < 4; j++) {
@@ -358,7 +436,7 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
             if (off >= r)
                 break;
             const size_t n = r - off < VC_W ? r - off : VC_W;
-            const vc_v o = v_xor(x[j], d[j]);
+            const vc_v o = v_xor(v_aesenclast(x[j], kl), d[j]);
             v_store_part(out + done + off, o, n);
             if (enc) /* keystream past the message must not be hashed */
                 d[j] = v_keep(o, n);

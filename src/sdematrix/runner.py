@@ -242,6 +242,8 @@ def run_cells(
         d_make, d_digest = _default_probe_fns()
         make_probe = make_probe or d_make
         expected_digest = expected_digest or d_digest
+    # absolute: backends hand these paths to processes running in other cwds
+    workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     report = RunReport(
         matrix=matrix,

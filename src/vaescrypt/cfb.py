@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
+from vaescrypt import _fastcall
 from vaescrypt._buffers import as_view, cbuf, writable_view
 from vaescrypt._errors import StreamStateError, check_mask, raise_for_status
 from vaescrypt._key import check_key
 from vaescrypt._names import dir_id, impl_id, path_name
 from vaescrypt._native import ffi, lib
-from vaescrypt._scratch import CHARS, POOL, POOL_MAX_BYTES, U8, give_back, new_scratch, take
+from vaescrypt._scratch import CHARS, U8, give_back, take
 
 # Bound once: a module global is one dict lookup, `lib.x` is two.
 _cfb_encrypt = lib.vc_cfb_encrypt
 _cfb_decrypt = lib.vc_cfb_decrypt
 _unpack = ffi.unpack
+
+
+_UINTPTR = ffi.typeof("uintptr_t")
+_UINTPTR_P = ffi.typeof("uintptr_t *")
+_cast = ffi.cast
+
+
+def _address(cdata: Any) -> int:
+    """A cffi pointer (function or object) as an integer address."""
+    return int(ffi.cast(_UINTPTR, cdata))
+
+
+# The C-API fast path (see _fastcall.c) calls the library functions inside
+# _native, whose addresses it gets here: one library in the process.
+_fastcall.bind_cfb(
+    _address(ffi.addressof(lib, "vc_cfb_encrypt")), _address(ffi.addressof(lib, "vc_cfb_decrypt"))
+)
+_fast_encrypt = _fastcall.cfb_encrypt
+_fast_decrypt = _fastcall.cfb_decrypt
 
 SEGMENT_SIZES = (128, 8, 1)
 
@@ -51,6 +71,9 @@ class AESCFB:
         )
         self._key: Any = ffi.gc(out[0], lib.vc_cfb_key_free)
         self._segment_size = segment_size
+        # The key's address for _fastcall (self._key keeps the key alive), or
+        # 0 for CFB1, whose lengths are bit counts: never on the fast path.
+        self._addr = _cast(_UINTPTR_P, out)[0] if segment_size != 1 else 0
 
     @property
     def segment_size(self) -> int:
@@ -95,29 +118,15 @@ class AESCFB:
         data: bytes | bytearray | memoryview,
         bits: int | None = None,
     ) -> bytes:
-        # Fast path (CFB128/CFB8, exact bytes, pooled output buffer): see
-        # AESGCM.encrypt.  The C call takes the IV without a length, so its
-        # length is the one check made here.
-        if (
-            type(iv) is not bytes or type(data) is not bytes or bits is not None
-            or self._segment_size == 1 or len(iv) != 16
-        ):
+        # Fast path (CFB128/CFB8, exact bytes): one METH_FASTCALL call that
+        # returns the new bytes, or the library's status as an int (the IV
+        # length is checked in C), diagnosed by _fail with the general path's
+        # wording.  Everything else takes _one_shot.
+        if type(iv) is not bytes or type(data) is not bytes or bits is not None or not self._addr:
             return self._one_shot(_cfb_encrypt, iv, data, bits)
-        n = len(data)
-        if n > POOL_MAX_BYTES:
-            return self._one_shot(_cfb_encrypt, iv, data, bits)
-        try:
-            sc = POOL.pop()
-        except IndexError:
-            sc = new_scratch(n)
-        if sc[2] < n:  # CAPACITY
-            sc = new_scratch(n)
-        st = _cfb_encrypt(self._key, iv, data, sc[0], n)
-        if st:
-            POOL.append(sc)
-            raise_for_status(st, "AESCFB")
-        out: bytes = _unpack(sc[1], n)
-        POOL.append(sc)
+        out = _fast_encrypt(self._addr, iv, data)
+        if type(out) is int:
+            self._fail(out, iv)
         return out
 
     def decrypt(
@@ -126,27 +135,19 @@ class AESCFB:
         data: bytes | bytearray | memoryview,
         bits: int | None = None,
     ) -> bytes:
-        if (
-            type(iv) is not bytes or type(data) is not bytes or bits is not None
-            or self._segment_size == 1 or len(iv) != 16
-        ):
+        if type(iv) is not bytes or type(data) is not bytes or bits is not None or not self._addr:
             return self._one_shot(_cfb_decrypt, iv, data, bits)
-        n = len(data)
-        if n > POOL_MAX_BYTES:
-            return self._one_shot(_cfb_decrypt, iv, data, bits)
-        try:
-            sc = POOL.pop()
-        except IndexError:
-            sc = new_scratch(n)
-        if sc[2] < n:  # CAPACITY
-            sc = new_scratch(n)
-        st = _cfb_decrypt(self._key, iv, data, sc[0], n)
-        if st:
-            POOL.append(sc)
-            raise_for_status(st, "AESCFB")
-        out: bytes = _unpack(sc[1], n)
-        POOL.append(sc)
+        out = _fast_decrypt(self._addr, iv, data)
+        if type(out) is int:
+            self._fail(out, iv)
         return out
+
+    @staticmethod
+    def _fail(status: int, iv: bytes) -> NoReturn:
+        """The error for a failed fast-path call, with _one_shot's wording."""
+        _check_iv(iv)
+        raise_for_status(status, "AESCFB")
+        raise AssertionError("unreachable: a nonzero status always raises")
 
     def encryptor(self, iv: bytes | bytearray | memoryview) -> CfbStream:
         return CfbStream(self, 0, iv)

@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
+from vaescrypt import _fastcall
 from vaescrypt._buffers import as_view, cbuf, writable_view
 from vaescrypt._errors import InvalidTag, StreamStateError, check_mask, raise_for_status
 from vaescrypt._key import check_key
 from vaescrypt._names import impl_id, path_name
 from vaescrypt._native import ffi, lib
-from vaescrypt._scratch import (
-    CHARS,
-    POOL,
-    POOL_MAX_BYTES,
-    U8,
-    at,
-    give_back,
-    new_scratch,
-    take,
-)
+from vaescrypt._scratch import CHARS, U8, at, give_back, take
 
 # Bound once: a module global is one dict lookup, `lib.x` is two.
 _gcm_encrypt = lib.vc_gcm_encrypt
@@ -28,6 +20,25 @@ _key_new = lib.vc_gcm_key_new
 _key_free = lib.vc_gcm_key_free
 _KEY_PP = ffi.typeof("vc_gcm_key **")
 _PATH_AUTO = int(lib.VC_PATH_AUTO)
+
+
+_UINTPTR = ffi.typeof("uintptr_t")
+_UINTPTR_P = ffi.typeof("uintptr_t *")
+_cast = ffi.cast
+
+
+def _address(cdata: Any) -> int:
+    """A cffi pointer (function or object) as an integer address."""
+    return int(ffi.cast(_UINTPTR, cdata))
+
+
+# The C-API fast path (see _fastcall.c) calls the library functions inside
+# _native, whose addresses it gets here: one library in the process.
+_fastcall.bind_gcm(
+    _address(ffi.addressof(lib, "vc_gcm_encrypt")), _address(ffi.addressof(lib, "vc_gcm_decrypt"))
+)
+_seal = _fastcall.gcm_seal
+_open = _fastcall.gcm_open
 
 TAG_LENGTHS = (4, 8, 12, 13, 14, 15, 16)
 
@@ -72,6 +83,9 @@ class AESGCM:
                 f"AESGCM(impl={impl!r})",
             )
         self._key: Any = ffi.gc(out[0], _key_free)
+        # The key's address for _fastcall; self._key keeps the key alive for
+        # as long as this object (and so any call on it) exists.
+        self._addr = _cast(_UINTPTR_P, out)[0]
         self._tag_length = tag_length
         self._impl = impl
 
@@ -94,34 +108,16 @@ class AESGCM:
         associated_data: bytes | bytearray | memoryview | None,
     ) -> bytes:
         """Ciphertext || tag."""
-        # Fast path (exact bytes / None, pooled output buffer): no views and
-        # no Python-level checks.  cffi passes a bytes argument as a pointer
-        # to its own storage (no copy) and the C library validates every
-        # argument; a failure is diagnosed afterwards (_fail).  Everything
-        # else, and messages too big for the pool, take _encrypt_views.
+        # Fast path (exact bytes / None AAD): one METH_FASTCALL call that
+        # reads the bytes in place and returns the new ciphertext || tag, or
+        # the library's status as an int, diagnosed afterwards (_fail) with
+        # the general path's wording.  Everything else takes _encrypt_views.
         aad = b"" if associated_data is None else associated_data
         if type(nonce) is not bytes or type(data) is not bytes or type(aad) is not bytes:
             return self._encrypt_views(nonce, data, associated_data)
-        n = len(data)
-        tl = self._tag_length
-        total = n + tl
-        if total > POOL_MAX_BYTES:
-            return self._encrypt_views(nonce, data, associated_data)
-        try:
-            sc = POOL.pop()
-        except IndexError:
-            sc = new_scratch(total)
-        if sc[2] < total:  # CAPACITY
-            sc = new_scratch(total)
-        if sc[3] != n:  # AT_N: the tag pointer u8 + n, cached per buffer
-            sc[4] = sc[0] + n
-            sc[3] = n
-        st = _gcm_encrypt(self._key, nonce, len(nonce), aad, len(aad), data, sc[0], n, sc[4], tl)
-        if st:
-            POOL.append(sc)
-            self._fail("AESGCM.encrypt", st, nonce)
-        out: bytes = _unpack(sc[1], total)
-        POOL.append(sc)
+        out = _seal(self._addr, nonce, data, aad, self._tag_length)
+        if type(out) is int:
+            self._fail("AESGCM.encrypt", out, nonce)
         return out
 
     def _encrypt_views(self, nonce: object, data: object, associated_data: object) -> bytes:
@@ -153,25 +149,13 @@ class AESGCM:
         aad = b"" if associated_data is None else associated_data
         if type(nonce) is not bytes or type(data) is not bytes or type(aad) is not bytes:
             return self._decrypt_views(nonce, data, associated_data)
-        tl = self._tag_length
-        n = len(data) - tl
-        if n < 0:
-            raise InvalidTag("AESGCM.decrypt: data shorter than the tag")
-        if n > POOL_MAX_BYTES:
-            return self._decrypt_views(nonce, data, associated_data)
-        try:
-            sc = POOL.pop()
-        except IndexError:
-            sc = new_scratch(n)
-        if sc[2] < n:  # CAPACITY
-            sc = new_scratch(n)
-        # `data` is read for n bytes only; the tag is its last tl bytes.
-        st = _gcm_decrypt(self._key, nonce, len(nonce), aad, len(aad), data, sc[0], n, data[n:], tl)
-        if st:
-            POOL.append(sc)  # on a tag mismatch C has zeroed what it wrote
-            self._fail("AESGCM.decrypt", st, nonce)
-        out: bytes = _unpack(sc[1], n)
-        POOL.append(sc)
+        # Fast path: see encrypt().  On a tag mismatch C has zeroed and freed
+        # the would-be plaintext; only the status comes back.
+        out = _open(self._addr, nonce, data, aad, self._tag_length)
+        if type(out) is int:
+            if len(data) < self._tag_length:
+                raise InvalidTag("AESGCM.decrypt: data shorter than the tag")
+            self._fail("AESGCM.decrypt", out, nonce)
         return out
 
     def _decrypt_views(self, nonce: object, data: object, associated_data: object) -> bytes:

@@ -49,33 +49,49 @@ def build(dest: Path, timeout: float = 300) -> Path:
 
 
 def _build_here(dest: Path) -> None:
-    """The child side of build(): the project's own flag logic (_buildinfo) with
-    VAESCRYPT_SANITIZE=1 in the environment, the project's cdef, and cffi.
-    Only the library objects and the extension are built (no probe/tracer)."""
+    """The child side of build(): setup.py's own build objects (cffi builder,
+    CPython Extensions, _buildinfo flags) evaluated with VAESCRYPT_SANITIZE=1,
+    built into dest.  Only the extensions are built (no probe/tracer)."""
     import importlib.util
 
     from cffi import FFI
+    from setuptools import Distribution, Extension
 
-    spec = importlib.util.spec_from_file_location("_vc_buildinfo", PKG_SRC / "_buildinfo.py")
+    spec = importlib.util.spec_from_file_location("_vc_setup", REPO / "setup.py")
     assert spec and spec.loader
-    bi = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bi
-    spec.loader.exec_module(bi)
+    setup_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup_mod)  # not __main__: setup() does not run
+    bi = setup_mod.bi
     if not bi.sanitize_enabled() or not any("sanitize" in f for f in bi.our_cflags()):
         raise SystemExit("VAESCRYPT_SANITIZE=1 did not add -fsanitize flags (_buildinfo)")
 
-    objs = bi.compile_objects(bi.library_sources(REPO), dest / "obj", root=REPO)
     pkg = dest / "pkg" / "vaescrypt"
     shutil.copytree(PKG_SRC, pkg, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+
+    # the cffi extension, as setup.py's BuildNative makes it
+    objs = bi.compile_objects(bi.library_sources(REPO), dest / "obj", root=REPO)
+    module, source, _ext, kwds = setup_mod.ffibuilder._assigned_source
     ffi = FFI()
     ffi.cdef(bi.read_cdef(REPO))
-    ffi.set_source("vaescrypt._native",
-                   '#include "vaescrypt.h"\n#include "vc_dispatch_hooks.h"\n',
-                   include_dirs=[str(d) for d in bi.include_dirs(REPO)],
-                   extra_objects=[str(o) for o in objs], extra_link_args=bi.link_flags())
+    ffi.set_source(module, source, **{**kwds, "extra_objects": [str(o) for o in objs],
+                                      "extra_link_args": bi.link_flags()})
     so = Path(ffi.compile(tmpdir=str(dest / "ext")))
     shutil.copy2(so, pkg / so.name)
+
+    # every plain CPython extension setup.py declares (e.g. vaescrypt._fastcall)
+    exts = [v for v in vars(setup_mod).values() if isinstance(v, Extension)]
+    if exts:
+        dist = Distribution({"ext_modules": exts})
+        cmd = dist.get_command_obj("build_ext")
+        cmd.build_lib = str(dest / "pkg")
+        cmd.build_temp = str(dest / "ext-tmp")
+        cwd = os.getcwd()
+        os.chdir(REPO)  # Extension sources are relative to the repository
+        try:
+            dist.run_command("build_ext")
+        finally:
+            os.chdir(cwd)
 
 
 def asan_env(pkg_dir: Path, log_dir: Path) -> dict[str, str]:
