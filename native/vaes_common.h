@@ -129,10 +129,8 @@ static const uint8_t vc_p_bytes[16] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 static inline VC_FN vc_v VC_NAME(reduce)(vc_v lo, vc_v mid, vc_v hi)
 {
     const vc_v q = v_bcast(vc_q_bytes);
-    lo = v_xor(lo, v_bslli8(mid));
-    hi = v_xor(hi, v_bsrli8(mid));
-    lo = v_xor(v_swap64(lo), v_clmul(lo, q, 0x00));
-    return v_xor3(hi, v_swap64(lo), v_clmul(lo, q, 0x00));
+    mid = v_xor3(mid, v_swap64(lo), v_clmul(lo, q, 0x00));
+    return v_xor3(hi, v_swap64(mid), v_clmul(mid, q, 0x00));
 }
 
 /* One batch: S <- sum over blocks j < n of dot(d_j (+S on block 0), K(n-j)).
@@ -346,70 +344,47 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
      * back from out (still in L1), which keeps 4 vector registers free. */
     const vc_v q = v_bcast(vc_q_bytes);
     const uint8_t *kp = g->table + (16 - VC_B) * 16;
+    const vc_v step_be = v_shuf8(step, bs);
+    vc_v cbe = v_shuf8(c, bs);
+    uint8_t n8 = (uint8_t)(ctr[15] + done / 16);
     while (len - done >= VC_BATCH) {
         const uint8_t *ip = in + done;
         uint8_t *op = out + done;
         const uint8_t *hp = enc ? op - VC_BATCH : ip;
         VC_NAME(acc) a;
         vc_v lo, mid, hi;
-        VC_CTRS();
-        VC_R_HEAD();
-#if defined(VC_EXP_NOGHASH)
-        (void)hp; (void)lo; (void)mid; (void)hi; (void)a;
-        VC_R(m0); VC_R(m1); VC_R(m2); VC_R(m3); VC_R(m4); VC_R(m5); VC_R(m6); VC_R(m7);
-#elif defined(VC_EXP_NORED)
-        VC_R(m0);
-        VC_NAME(mul)(&a, v_xor(v_shuf8(v_loadu(hp), bs), S), kp, 1);
-        VC_R(m1);
-        VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + VC_W), bs), kp + VC_W, 0);
-        VC_R(m2);
-        VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 2 * VC_W), bs), kp + 2 * VC_W, 0);
-        VC_R(m3);
-        VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 3 * VC_W), bs), kp + 3 * VC_W, 0);
-        VC_R(m4);
-        (void)lo; (void)mid; (void)hi;
-        S = v_xor3(a.kara, a.lo, a.hi);
-        VC_R(m5); VC_R(m6); VC_R(m7);
-#elif defined(VC_EXP_CLMULONLY)
-        (void)lo; (void)mid; (void)hi; (void)a;
-        VC_R(m0);
-        { vc_v t0 = v_loadu(hp), t1 = v_loadu(hp+64), t2 = v_loadu(hp+128), t3 = v_loadu(hp+192);
-          vc_v u = v_xor(t0, S);
-          vc_v p0 = v_clmul(u, v_loadu(kp), 0), p1 = v_clmul(u, v_loadu(kp), 0x11), p2 = v_clmul(u, v_loadu(kp+256), 0);
-        VC_R(m1);
-          p0 = v_xor(p0, v_clmul(t1, v_loadu(kp+64), 0)); p1 = v_xor(p1, v_clmul(t1, v_loadu(kp+64), 0x11)); p2 = v_xor(p2, v_clmul(t1, v_loadu(kp+256+64), 0x01));
-        VC_R(m2);
-          p0 = v_xor(p0, v_clmul(t2, v_loadu(kp+128), 0)); p1 = v_xor(p1, v_clmul(t2, v_loadu(kp+128), 0x11)); p2 = v_xor(p2, v_clmul(t2, v_loadu(kp+256+128), 0x01));
-        VC_R(m3);
-          p0 = v_xor(p0, v_clmul(t3, v_loadu(kp+192), 0)); p1 = v_xor(p1, v_clmul(t3, v_loadu(kp+192), 0x11)); p2 = v_xor(p2, v_clmul(t3, v_loadu(kp+256+192), 0x01));
-        VC_R(m4);
-          p0 = v_xor3(p0, p1, p2);
-          p0 = v_clmul(p0, q, 0);
-        VC_R(m5);
-          p0 = v_clmul(p0, q, 0);
-        VC_R(m6);
-          S = v_hxor(p0); }
-        VC_R(m7);
-#else
-        VC_R(m0);
-        VC_NAME(mul)(&a, v_xor(v_shuf8(v_loadu(hp), bs), S), kp, 1);
-        VC_R(m1);
-        VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + VC_W), bs), kp + VC_W, 0);
-        VC_R(m2);
-        VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 2 * VC_W), bs), kp + 2 * VC_W, 0);
-        VC_R(m3);
-        VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 3 * VC_W), bs), kp + 3 * VC_W, 0);
-        VC_R(m4);
-        mid = v_xor3(a.kara, a.lo, a.hi);
-        lo = v_xor(a.lo, v_bslli8(mid));
-        hi = v_xor(a.hi, v_bsrli8(mid));
-        VC_R(m5);
-        lo = v_xor(v_swap64(lo), v_clmul(lo, q, 0x00));
-        VC_R(m6);
-        S = v_hxor(v_xor3(hi, v_swap64(lo), v_clmul(lo, q, 0x00)));
-        VC_R(m7);
+        if (n8 < 256 - VC_B) {
+            VC_UNROLL for (int j = 0; j < 4; j++) {
+                x[j] = cbe;
+                cbe = v_add32(cbe, step_be);
+            }
+            c = v_add32(c, v_slli32(step, 2));
+        } else {
+            VC_CTRS();
+            cbe = v_shuf8(c, bs);
+        }
+        n8 = (uint8_t)(n8 + VC_B);
+#define G0 VC_NAME(mul)(&a, v_xor(v_shuf8(v_loadu(hp), bs), S), kp, 1)
+#define G1 VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + VC_W), bs), kp + VC_W, 0)
+#define G2 VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 2 * VC_W), bs), kp + 2 * VC_W, 0)
+#define G3 VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 3 * VC_W), bs), kp + 3 * VC_W, 0)
+#define G4 lo = a.lo; hi = a.hi; mid = v_xor3(a.kara, lo, hi)
+#define G5 mid = v_xor3(mid, v_swap64(lo), v_clmul(lo, q, 0x00))
+#define G6 S = v_hxor(v_xor3(hi, v_swap64(mid), v_clmul(mid, q, 0x00)))
+#ifndef VSCHED
+#define VSCHED 0
 #endif
-        VC_R(m8);
+#if VSCHED == 0
+        VC_R_HEAD(); VC_R(m0); G0; VC_R(m1); G1; VC_R(m2); G2; VC_R(m3); G3; VC_R(m4); G4; VC_R(m5); G5; VC_R(m6); G6; VC_R(m7); VC_R(m8);
+#elif VSCHED == 1
+        G0; VC_R_HEAD(); VC_R(m0); G1; VC_R(m1); G2; VC_R(m2); G3; VC_R(m3); G4; VC_R(m4); G5; VC_R(m5); G6; VC_R(m6); VC_R(m7); VC_R(m8);
+#elif VSCHED == 2
+        VC_R_HEAD(); VC_R(m0); VC_R(m1); VC_R(m2); G0; VC_R(m3); G1; VC_R(m4); G2; VC_R(m5); G3; VC_R(m6); G4; G5; VC_R(m7); G6; VC_R(m8);
+#elif VSCHED == 3
+        G0; G1; G2; G3; G4; G5; G6; VC_R_HEAD(); VC_R(m0); VC_R(m1); VC_R(m2); VC_R(m3); VC_R(m4); VC_R(m5); VC_R(m6); VC_R(m7); VC_R(m8);
+#elif VSCHED == 4
+        VC_R_HEAD(); VC_R(m0); VC_R(m1); VC_R(m2); VC_R(m3); VC_R(m4); VC_R(m5); VC_R(m6); VC_R(m7); VC_R(m8); G0; G1; G2; G3; G4; G5; G6;
+#endif
         VC_UNROLL
         for (int j = 0; j < 4; j++)
             /* AESENCLAST ends with "^ round key": fold the input in there. */

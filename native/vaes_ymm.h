@@ -27,6 +27,7 @@ typedef __m256i vc_v;
 #define v_slli64(a, n) _mm256_slli_epi64((a), (n))
 #define v_srli64(a, n) _mm256_srli_epi64((a), (n))
 #define v_srai32(a, n) _mm256_srai_epi32((a), (n))
+#define v_slli32(a, n) _mm256_slli_epi32((a), (n))
 #define v_add32(a, b) _mm256_add_epi32((a), (b))
 #define v_ctr_lanes() _mm256_set_epi32(0, 0, 0, 1, 0, 0, 0, 0)
 #define v_ctr_step() _mm256_set_epi32(0, 0, 0, 2, 0, 0, 0, 2)

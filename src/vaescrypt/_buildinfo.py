@@ -159,7 +159,9 @@ def build_probe(
         with tempfile.TemporaryDirectory(prefix="vc-probe-") as tmp:
             return build_probe(dest, defines, root=root, work_dir=Path(tmp))
     objs = compile_objects([*library_sources(root), *srcs], work_dir, root=root, defines=defines)
-    return link_executable(objs, dest)
+    # -z now: resolve every symbol at start-up, so no lazy PLT binding (ld.so
+    # code) runs inside the probe's marked region and inflates traced mixes.
+    return link_executable(objs, dest, extra=["-Wl,-z,now"])
 
 
 def build_tracer(dest: Path, *, root: Path = REPO_ROOT, work_dir: Path) -> Path:

@@ -55,7 +55,6 @@
 #include <Python.h>
 
 #include <stdint.h>
-#include <string.h>
 
 #include "vaescrypt.h"
 
