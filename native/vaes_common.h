@@ -146,8 +146,13 @@ static inline VC_FN void VC_NAME(mul)(VC_NAME(acc) *a, vc_v d, const uint8_t *kp
 {
     const vc_v k = v_loadu(kp);
     const vc_v km = v_loadu(kp + VC_TABLE_MID);
+#ifdef VC_SCHOOL
+    (void)km;
+    const vc_v lo = v_clmul(d, k, 0x00), hi = v_clmul(d, k, 0x11), kara = v_xor(v_clmul(d, k, 0x01), v_clmul(d, k, 0x10));
+#else
     const vc_v dm = v_xor(d, v_swap64(d));
     const vc_v lo = v_clmul(d, k, 0x00), hi = v_clmul(d, k, 0x11), kara = v_clmul(dm, km, 0x00);
+#endif
     if (first) {
         a->lo = lo;
         a->hi = hi;
@@ -368,9 +373,19 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
 #define G1 VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + VC_W), bs), kp + VC_W, 0)
 #define G2 VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 2 * VC_W), bs), kp + 2 * VC_W, 0)
 #define G3 VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 3 * VC_W), bs), kp + 3 * VC_W, 0)
+#ifdef VC_XRED
+#define G4 lo = v_hxor(a.lo); hi = v_hxor(a.hi); mid = v_xor3(v_hxor(a.kara), lo, hi)
+#define G5 mid = v_xor3(mid, v_swap64(lo), v_clmul(lo, q, 0x00))
+#define G6 S = v_xor3(hi, v_swap64(mid), v_clmul(mid, q, 0x00))
+#else
+#ifdef VC_SCHOOL
+#define G4 lo = a.lo; hi = a.hi; mid = a.kara
+#else
 #define G4 lo = a.lo; hi = a.hi; mid = v_xor3(a.kara, lo, hi)
+#endif
 #define G5 mid = v_xor3(mid, v_swap64(lo), v_clmul(lo, q, 0x00))
 #define G6 S = v_hxor(v_xor3(hi, v_swap64(mid), v_clmul(mid, q, 0x00)))
+#endif
 #ifndef VSCHED
 #define VSCHED 0
 #endif

@@ -16,9 +16,9 @@ from vaescrypt._scratch import CHARS, U8, give_back, take
 _cfb_encrypt = lib.vc_cfb_encrypt
 _cfb_decrypt = lib.vc_cfb_decrypt
 _unpack = ffi.unpack
-
-
 _UINTPTR = ffi.typeof("uintptr_t")
+# A key's address is read as the integer in the `vc_*_key **` out slot
+# (_cast(_UINTPTR_P, out)[0]): half the cost of casting out[0] to uintptr_t.
 _UINTPTR_P = ffi.typeof("uintptr_t *")
 _cast = ffi.cast
 
