@@ -49,12 +49,16 @@
  * XOR-summed first and reduced ONCE.
  *
  * Key-power table (g->table), one layout for every wide tier:
- *   bytes   0..255  K16, K15, ..., K1          (entry i = K(16-i))
- *   bytes 256..511  Karatsuba halves: entry i = (lo ^ hi) of K(16-i) in
- *                   both 64-bit halves
+ *   bytes    0..255  K16, K15, ..., K1          (entry i = K(16-i))
+ *   bytes  256..511  Karatsuba halves: entry i = (lo ^ hi) of K(16-i) in
+ *                    both 64-bit halves
+ *   bytes  512..767  zmm only: K32, ..., K17    (entry i = K(32-i))
+ *   bytes 768..1023  their Karatsuba halves
  * A batch of n <= 16 blocks pairs block j (0-based) with entry 16-n+j, so
  * one unaligned vector load at entry 16-n+lane gives every lane its power:
- * zmm uses K16..K1 for 16 blocks, ymm uses K8..K1 for 8 blocks.
+ * zmm uses K16..K1 for 16 blocks, ymm uses K8..K1 for 8 blocks.  The main
+ * loop sums two batches before reducing (see below): the first of the pair
+ * takes K(2B)..K(B+1), i.e. K32..K17 (zmm) or K16..K9 (ymm).
  *
  * Karatsuba: with a = a1 x^64 + a0 and b = b1 x^64 + b0 (64-bit halves)
  *   a*b = a1 b1 x^128 + [(a0^a1)(b0^b1) ^ a0 b0 ^ a1 b1] x^64 + a0 b0
@@ -67,11 +71,20 @@
  * (Montgomery): p = 1 (mod x^64), so adding T0 * p clears word 0:
  *   T0 * p = T0 x^128 + T0 (x^127 + x^126 + x^121) + T0
  *          = T0 x^128 + clmul(T0, Q) x^64 + T0,   Q = 0xC200000000000000
- * i.e. words (2,1) ^= clmul(T0, Q), word 2 ^= T0.  With L = [T1:T0] that is
- *   L' = swap64(L) ^ clmul(L.lo, Q)       (L'.lo = new T1, L'.hi -> word 2)
- * and the same step once more clears the new word 1:
- *   L'' = swap64(L') ^ clmul(L'.lo, Q);   result = [T3:T2] ^ L''.
- * Two VPCLMULQDQ, lane by lane; the lanes are then XOR-folded into one.
+ * i.e. words (2,1) ^= clmul(T0, Q) and word 2 ^= T0; word 1 gets T1 and
+ * the low half of the middle term.  Keeping the products as lo = [T1:T0],
+ * mid (the 128-bit middle term, at words 2..1) and hi = [T3:T2]:
+ *
+ *   mid' = mid ^ swap64(lo) ^ clmul(lo.lo, Q)     word 0 folded into 2..1
+ *   hi'  = hi ^ swap64(mid') ^ clmul(mid'.lo, Q)   word 1 folded into 3..2
+ *
+ *      lo ----+--------- swap64 ----+
+ *             +-- clmul Q ----------+-- xor3 --> mid' --+-- swap64 ---+
+ *      mid ---------------------------+                 +-- clmul Q --+-- xor3 --> hi'
+ *      hi  ----------------------------------------------------------+
+ *
+ * Two VPCLMULQDQ, two VPSHUFD and two VPTERNLOGD per lane (the middle term
+ * is never split into halves), then the lanes are XOR-folded into one.
  *
  * ======================================================================
  * CTR + GHASH interleave
@@ -85,16 +98,40 @@
  *
  * The AES rounds of the 4 vectors are independent of the GHASH work, so the
  * out-of-order core overlaps VAESENC (latency bound per lane) with
- * VPCLMULQDQ.  Decryption hashes the ciphertext it is decrypting (known
- * up front).  Encryption cannot: its ciphertext appears only at the end of
- * the iteration, so it hashes the PREVIOUS iteration's ciphertext (kept in
- * registers, already byte-reversed); the first batch is encrypted without
- * hashing and the last batch is hashed after the loop.
+ * VPCLMULQDQ.  What the loop costs on a core where the two share execution
+ * ports (Zen 4: each 512-bit VPCLMULQDQ takes about one VAESENC slot) is
+ * mostly the count of carry-less multiplies and shuffles per block, so:
+ *
+ *  - round keys are broadcast once and live in registers (right-aligned,
+ *    see VC_KEYS_LOAD); no round loop shuffles the state around;
+ *  - two consecutive batches share one reduction and one lane fold: the
+ *    first batch's products (powers K(2B)..K(B+1), S folded into its block
+ *    0) are left unreduced in the accumulators, the second batch's
+ *    (K(B)..K1) are added, and the sum is reduced once.  A batch pairs
+ *    only with a following main-loop batch, so a lone one reduces alone;
+ *  - counters are stepped in big-endian form (one VPADDD on byte 15) while
+ *    no counter of the batch carries out of its low byte, and in LE form
+ *    with byte swaps only for the batch that does (1 in 256/B).
+ *
+ * Decryption hashes the ciphertext it is decrypting (known up front).
+ * Encryption cannot: its ciphertext appears only at the end of the
+ * iteration, so it hashes an earlier batch's ciphertext, read back from
+ * out (which keeps 4 vector registers free).  Not the previous batch:
+ * that one's last rounds and stores are still in flight, and its GHASH
+ * would wait on them; two batches back the data is settled in L1 and the
+ * multiplies can start with the iteration (about 2% faster on Zen 4).  So
+ * long messages lag two batches (the first two are encrypted without
+ * hashing), and the batches still pending are hashed before the tail.
+ *
+ *   enc, lag 2:   AES  b0   b1   b2   b3  ...  bn-1 | pending bn-2, bn-1,
+ *                 GHASH  -    -   b0   b1  ...  bn-3 | then the tail
  *
  * Counters: the front-end's counter block is byte-reversed once, so the
  * big-endian inc32 field becomes the low 32-bit word of the lane and a
  * VPADDD adds to it (wrapping mod 2^32 with no carry into the rest, exactly
- * inc32); each counter vector is byte-reversed back before AES.
+ * inc32); each counter vector is byte-reversed back before AES.  While the
+ * low byte of the batch's last counter stays below 256 the big-endian form
+ * is stepped directly instead (inc32 then changes byte 15 only).
  */
 /* Deliberately no include guard: one inclusion per tier file. */
 
@@ -111,7 +148,10 @@
 #define VC_UNROLL _Pragma("GCC unroll 4")
 
 #define VC_TABLE_MID 256
-static_assert(2 * VC_TABLE_MID <= VC_GHASH_TABLE_BYTES, "GHASH power table does not fit");
+#define VC_TABLE_HI 512
+/* Powers the main loop needs: two batches share one reduction. */
+#define VC_POWERS (2 * VC_B)
+static_assert(VC_TABLE_HI + 2 * VC_TABLE_MID <= VC_GHASH_TABLE_BYTES, "GHASH power table does not fit");
 
 /* Per-lane byte reversal (block <-> reflected GHASH / LE counter form). */
 #define v_bswap_mask() v_bcast(vc_bswap_bytes)
@@ -125,7 +165,7 @@ static const uint8_t vc_p_bytes[16] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 /* ---------------------------------------------------------------- GHASH -- */
 
 /* Per-lane T x^-128 mod p for the 256-bit lane products lo + mid x^64 +
- * hi x^128 (mid is the true middle term). */
+ * hi x^128 (mid is the true middle term; see Reduction above). */
 static inline VC_FN vc_v VC_NAME(reduce)(vc_v lo, vc_v mid, vc_v hi)
 {
     const vc_v q = v_bcast(vc_q_bytes);
@@ -135,9 +175,10 @@ static inline VC_FN vc_v VC_NAME(reduce)(vc_v lo, vc_v mid, vc_v hi)
 
 /* One batch: S <- sum over blocks j < n of dot(d_j (+S on block 0), K(n-j)).
  * d[] holds byte-reversed blocks, lanes past n are zero (their products are
- * zero; the key loads stay inside the 512-byte table).  S is a vector with
- * only lane 0 set.  Split in two so the CTR loop can put AES rounds between
- * the multiplications and the reduction. */
+ * zero; the key loads stay inside the first 512 bytes of the table).  S is
+ * a vector with only lane 0 set.  Split in two (mul: products summed into
+ * an accumulator, finish: fix-up, reduction, lane fold) so the CTR loop can
+ * put AES rounds between them and sum two batches before one reduction. */
 typedef struct {
     vc_v lo, kara, hi;
 } VC_NAME(acc);
@@ -146,13 +187,8 @@ static inline VC_FN void VC_NAME(mul)(VC_NAME(acc) *a, vc_v d, const uint8_t *kp
 {
     const vc_v k = v_loadu(kp);
     const vc_v km = v_loadu(kp + VC_TABLE_MID);
-#ifdef VC_SCHOOL
-    (void)km;
-    const vc_v lo = v_clmul(d, k, 0x00), hi = v_clmul(d, k, 0x11), kara = v_xor(v_clmul(d, k, 0x01), v_clmul(d, k, 0x10));
-#else
     const vc_v dm = v_xor(d, v_swap64(d));
     const vc_v lo = v_clmul(d, k, 0x00), hi = v_clmul(d, k, 0x11), kara = v_clmul(dm, km, 0x00);
-#endif
     if (first) {
         a->lo = lo;
         a->hi = hi;
@@ -170,14 +206,28 @@ static inline VC_FN vc_v VC_NAME(finish)(const VC_NAME(acc) *a)
     return v_hxor(VC_NAME(reduce)(a->lo, mid, a->hi));
 }
 
-static inline VC_FN vc_v VC_NAME(batch)(const vc_ghash_key *g, vc_v S, const vc_v d[4], size_t n)
+/* Out of line (one copy serves every call site); the vectors are passed
+ * by value, in registers, not through a stack array. */
+static VC_NOINL vc_v VC_NAME(batch4)(const vc_ghash_key *g, vc_v S, vc_v d0, vc_v d1, vc_v d2,
+                                     vc_v d3, size_t n)
 {
+    const vc_v d[4] = {d0, d1, d2, d3};
     const uint8_t *kp = g->table + (16 - n) * 16;
     VC_NAME(acc) a;
+    /* Vectors holding no block are skipped, not multiplied as zeros: a
+     * short batch (AAD, the length block, a tail) is latency bound and its
+     * chain starts only when the last product is out. */
     VC_NAME(mul)(&a, v_xor(d[0], S), kp, 1);
-    VC_NAME(mul)(&a, d[1], kp + VC_W, 0);
-    VC_NAME(mul)(&a, d[2], kp + 2 * VC_W, 0);
-    VC_NAME(mul)(&a, d[3], kp + 3 * VC_W, 0);
+    if (n > VC_L)
+        VC_NAME(mul)(&a, d[1], kp + VC_W, 0);
+    if (n > 2 * VC_L)
+        VC_NAME(mul)(&a, d[2], kp + 2 * VC_W, 0);
+    if (n > 3 * VC_L)
+        VC_NAME(mul)(&a, d[3], kp + 3 * VC_W, 0);
+    if (n == 1) { /* lanes 1.. hold zero products: no lane fold needed */
+        const vc_v mid = v_xor3(a.kara, a.lo, a.hi);
+        return VC_NAME(reduce)(a.lo, mid, a.hi);
+    }
     return VC_NAME(finish)(&a);
 }
 
@@ -190,23 +240,26 @@ static VC_FN void VC_NAME(ghash_init)(vc_ghash_key *g)
     const vc_v carry = v_srai32(v_shufd(h, 0xff), 31);
     const vc_v k1 = v_xor(sh, v_and(carry, v_bcast(vc_p_bytes)));
     vc_v k = k1;
-    for (int i = 1; i <= 16; i++) {
+    for (int i = 1; i <= VC_POWERS; i++) {
         if (i > 1) { /* Ki = dot(Ki-1, K1), schoolbook: key set-up only */
             const vc_v mid = v_xor(v_clmul(k, k1, 0x01), v_clmul(k, k1, 0x10));
             k = VC_NAME(reduce)(v_clmul(k, k1, 0x00), mid, v_clmul(k, k1, 0x11));
         }
-        v_lane0_store(g->table + (16 - i) * 16, k);
-        v_lane0_store(g->table + VC_TABLE_MID + (16 - i) * 16, v_xor(k, v_swap64(k)));
+        uint8_t *e = g->table + (i <= 16 ? (16 - i) * 16 : VC_TABLE_HI + (32 - i) * 16);
+        v_lane0_store(e, k);
+        v_lane0_store(e + VC_TABLE_MID, v_xor(k, v_swap64(k)));
     }
 }
 
-/* Loads the r (< VC_BATCH) bytes at p into d[0..3], zero filled. */
+#define VC_BATCH4(g, S, d, n) VC_NAME(batch4)((g), (S), (d)[0], (d)[1], (d)[2], (d)[3], (n))
+
+/* Loads the r (<= VC_BATCH) bytes at p into d[0..3], zero filled. */
 static inline VC_FN void VC_NAME(load_tail)(vc_v d[4], const uint8_t *p, size_t r)
 {
     VC_UNROLL
     for (size_t j = 0; j < 4; j++) {
         const size_t off = j * VC_W;
-        d[j] = off < r ? v_load_part(p + off, r - off < VC_W ? r - off : VC_W) : v_zero();
+        d[j] = off >= r ? v_zero() : r - off >= VC_W ? v_loadu(p + off) : v_load_part(p + off, r - off);
     }
 }
 
@@ -219,23 +272,22 @@ static VC_FN void VC_NAME(ghash)(const vc_ghash_key *g, uint8_t X[16], const uin
         VC_UNROLL
         for (int j = 0; j < 4; j++)
             d[j] = v_shuf8(v_loadu(in + j * VC_W), bs);
-        S = VC_NAME(batch)(g, S, d, VC_B);
+        S = VC_BATCH4(g, S, d, VC_B);
     }
     if (len) {
         VC_NAME(load_tail)(d, in, len);
         VC_UNROLL
         for (int j = 0; j < 4; j++)
             d[j] = v_shuf8(d[j], bs);
-        S = VC_NAME(batch)(g, S, d, (len + 15) / 16);
+        S = VC_BATCH4(g, S, d, (len + 15) / 16);
     }
     v_lane0_store(X, v_shuf8(S, bs));
 }
 
 /* ---------------------------------------------------------------- AES -- */
 
-/* All rounds on 4 independent vectors (4*VC_L blocks).  Used where no
- * GHASH work is available to interleave: the first encryption batch, the
- * tail, CFB128 decryption. */
+/* All rounds on 4 independent vectors (4*VC_L blocks), keys from rk[]:
+ * CFB128 decryption (GCM uses the register keys of VC_KEYS_LOAD). */
 static inline VC_FN void VC_NAME(aes4)(const vc_v *rk, unsigned nr, vc_v x[4])
 {
     VC_UNROLL
@@ -319,45 +371,32 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
     const unsigned nr = k->rounds;
     VC_KEYS_LOAD(k);
     const vc_v bs = v_bswap_mask();
-    const vc_v step = v_ctr_step();
+    const vc_v step = v_ctr_step();                /* +VC_L blocks, LE form */
+    const vc_v step_be = v_shuf8(step, bs);        /* the same, BE form */
+    const vc_v q = v_bcast(vc_q_bytes);
+    const uint8_t *kp = g->table + (16 - VC_B) * 16; /* K16..K1 (ymm: K8..K1) */
+    const uint8_t *kp2 = VC_B > 8 ? g->table + VC_TABLE_HI : g->table; /* K32..K17 (K16..K9) */
+    VC_NAME(acc) a = {v_zero(), v_zero(), v_zero()};
+    int half = 0; /* a holds the unreduced products of one batch */
     vc_v S = v_shuf8(v_lane0_load(X), bs);
-    vc_v c = v_add32(v_shuf8(v_bcast(ctr), bs), v_ctr_lanes());
+    vc_v c = v_add32(v_shuf8(v_bcast(ctr), bs), v_ctr_lanes()); /* LE counters */
+    vc_v cbe = v_shuf8(c, bs);                                  /* BE counters */
+    uint8_t n8 = ctr[15]; /* low byte of the first counter of the next batch */
+    size_t np = 0; /* enc: batches written but not hashed, just before op */
     vc_v x[4];
     size_t done = 0;
 #ifdef VC_GCM_FAULT
     VC_GCM_FAULT();
 #endif
 
-#define VC_CTRS()                                                                                  \
-    VC_UNROLL for (int j = 0; j < 4; j++) {                                                        \
-        x[j] = v_shuf8(c, bs);                                                                     \
-        c = v_add32(c, step);                                                                      \
-    }
-
-    if (enc && len >= VC_BATCH) { /* first batch: nothing to hash yet */
-        VC_CTRS();
-        VC_R_ALL();
-        VC_UNROLL
-        for (int j = 0; j < 4; j++)
-            v_storeu(out + j * VC_W, v_aesenclast(x[j], v_xor(kl, v_loadu(in + j * VC_W))));
-        done = VC_BATCH;
-    }
-
-    /* Main loop: B blocks of CTR, and B blocks of GHASH between the rounds.
-     * Decryption hashes this batch's input (read before the stores, so
-     * in == out is fine); encryption the previous batch's output, read
-     * back from out (still in L1), which keeps 4 vector registers free. */
-    const vc_v q = v_bcast(vc_q_bytes);
-    const uint8_t *kp = g->table + (16 - VC_B) * 16;
-    const vc_v step_be = v_shuf8(step, bs);
-    vc_v cbe = v_shuf8(c, bs);
-    uint8_t n8 = (uint8_t)(ctr[15] + done / 16);
-    while (len - done >= VC_BATCH) {
+    for (;;) {
         const uint8_t *ip = in + done;
         uint8_t *op = out + done;
-        const uint8_t *hp = enc ? op - VC_BATCH : ip;
-        VC_NAME(acc) a;
-        vc_v lo, mid, hi;
+        const size_t r = len - done;
+        /* Counters for B blocks.  While the low byte of every counter of
+         * the batch stays below 256, inc32 touches only byte 15 and the
+         * BE counters can be stepped directly; otherwise (once per 256
+         * blocks) step the LE form and byte-swap it. */
         if (n8 < 256 - VC_B) {
             VC_UNROLL for (int j = 0; j < 4; j++) {
                 x[j] = cbe;
@@ -365,78 +404,103 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
             }
             c = v_add32(c, v_slli32(step, 2));
         } else {
-            VC_CTRS();
+            VC_UNROLL for (int j = 0; j < 4; j++) {
+                x[j] = v_shuf8(c, bs);
+                c = v_add32(c, step);
+            }
             cbe = v_shuf8(c, bs);
         }
         n8 = (uint8_t)(n8 + VC_B);
-#define G0 VC_NAME(mul)(&a, v_xor(v_shuf8(v_loadu(hp), bs), S), kp, 1)
-#define G1 VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + VC_W), bs), kp + VC_W, 0)
-#define G2 VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 2 * VC_W), bs), kp + 2 * VC_W, 0)
-#define G3 VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 3 * VC_W), bs), kp + 3 * VC_W, 0)
-#ifdef VC_XRED
-#define G4 lo = v_hxor(a.lo); hi = v_hxor(a.hi); mid = v_xor3(v_hxor(a.kara), lo, hi)
-#define G5 mid = v_xor3(mid, v_swap64(lo), v_clmul(lo, q, 0x00))
-#define G6 S = v_xor3(hi, v_swap64(mid), v_clmul(mid, q, 0x00))
-#else
-#ifdef VC_SCHOOL
-#define G4 lo = a.lo; hi = a.hi; mid = a.kara
-#else
-#define G4 lo = a.lo; hi = a.hi; mid = v_xor3(a.kara, lo, hi)
-#endif
-#define G5 mid = v_xor3(mid, v_swap64(lo), v_clmul(lo, q, 0x00))
-#define G6 S = v_hxor(v_xor3(hi, v_swap64(mid), v_clmul(mid, q, 0x00)))
-#endif
-#ifndef VSCHED
-#define VSCHED 0
-#endif
-#if VSCHED == 0
-        VC_R_HEAD(); VC_R(m0); G0; VC_R(m1); G1; VC_R(m2); G2; VC_R(m3); G3; VC_R(m4); G4; VC_R(m5); G5; VC_R(m6); G6; VC_R(m7); VC_R(m8);
-#elif VSCHED == 1
-        G0; VC_R_HEAD(); VC_R(m0); G1; VC_R(m1); G2; VC_R(m2); G3; VC_R(m3); G4; VC_R(m4); G5; VC_R(m5); G6; VC_R(m6); VC_R(m7); VC_R(m8);
-#elif VSCHED == 2
-        VC_R_HEAD(); VC_R(m0); VC_R(m1); VC_R(m2); G0; VC_R(m3); G1; VC_R(m4); G2; VC_R(m5); G3; VC_R(m6); G4; G5; VC_R(m7); G6; VC_R(m8);
-#elif VSCHED == 3
-        G0; G1; G2; G3; G4; G5; G6; VC_R_HEAD(); VC_R(m0); VC_R(m1); VC_R(m2); VC_R(m3); VC_R(m4); VC_R(m5); VC_R(m6); VC_R(m7); VC_R(m8);
-#elif VSCHED == 4
-        VC_R_HEAD(); VC_R(m0); VC_R(m1); VC_R(m2); VC_R(m3); VC_R(m4); VC_R(m5); VC_R(m6); VC_R(m7); VC_R(m8); G0; G1; G2; G3; G4; G5; G6;
-#endif
-        VC_UNROLL
-        for (int j = 0; j < 4; j++)
-            /* AESENCLAST ends with "^ round key": fold the input in there. */
-            v_storeu(op + j * VC_W, v_aesenclast(x[j], v_xor(kl, v_loadu(ip + j * VC_W))));
-        done += VC_BATCH;
-    }
-    if (enc && done) {
-        vc_v h[4];
-        VC_UNROLL
-        for (int j = 0; j < 4; j++)
-            h[j] = v_shuf8(v_loadu(out + done - VC_BATCH + j * VC_W), bs);
-        S = VC_NAME(batch)(g, S, h, VC_B);
-    }
 
-    const size_t r = len - done;
-    if (r) { /* tail: < B blocks, the last may be partial (zero-padded hash) */
+        /* Main loop: B blocks of CTR, and B blocks of GHASH between the
+         * rounds.  Decryption hashes this batch's input (all read before
+         * the stores, so in == out is fine); encryption an earlier batch's
+         * output: np batches back, np = 2 once two batches have been
+         * written plain, or 1 if the message is too short to be worth a
+         * second plain batch (see CTR + GHASH interleave above). */
+        if (r >= VC_BATCH && (!enc || np == 2 || (np == 1 && r < 3 * VC_BATCH))) {
+            const uint8_t *hp = enc ? op - np * VC_BATCH : ip;
+            /* Pair this batch with the next one iff that is a main-loop
+             * batch too (B more blocks after this one). */
+            const int pair = !half && r >= 2 * VC_BATCH;
+            const uint8_t *kq = pair ? kp2 : kp;
+            VC_R_HEAD();
+            VC_R(m0);
+            VC_NAME(mul)(&a, v_xor(v_shuf8(v_loadu(hp), bs), S), kq, 0);
+            VC_R(m1);
+            VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + VC_W), bs), kq + VC_W, 0);
+            VC_R(m2);
+            VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 2 * VC_W), bs), kq + 2 * VC_W, 0);
+            VC_R(m3);
+            VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 3 * VC_W), bs), kq + 3 * VC_W, 0);
+            VC_R(m4);
+            if (pair) { /* S is in a now; the next batch adds to a */
+                S = v_zero();
+                half = 1;
+            } else {
+                vc_v mid = v_xor3(a.kara, a.lo, a.hi); /* Karatsuba fix-up */
+                mid = v_xor3(mid, v_swap64(a.lo), v_clmul(a.lo, q, 0x00));
+                S = v_hxor(v_xor3(a.hi, v_swap64(mid), v_clmul(mid, q, 0x00)));
+                a.lo = a.hi = a.kara = v_zero();
+                half = 0;
+            }
+            VC_R(m5);
+            VC_R(m6);
+            VC_R(m7);
+            VC_R(m8);
+            VC_UNROLL
+            for (int j = 0; j < 4; j++)
+                /* AESENCLAST ends with "^ round key": fold the input in. */
+                v_storeu(op + j * VC_W, v_aesenclast(x[j], v_xor(kl, v_loadu(ip + j * VC_W))));
+            done += VC_BATCH;
+            continue;
+        }
+
+        for (; np && r < VC_BATCH; np--) { /* enc: hash them before the tail */
+            vc_v h[4];
+            VC_UNROLL
+            for (int j = 0; j < 4; j++)
+                h[j] = v_shuf8(v_loadu(op - np * VC_BATCH + j * VC_W), bs);
+            S = VC_BATCH4(g, S, h, VC_B);
+        }
+        if (!r)
+            break;
+
+        /* A batch with no GHASH to interleave: encryption's first one or
+         * two batches, or the tail (< B blocks, the last may be partial
+         * and is hashed zero-padded). */
+        const size_t n = r < VC_BATCH ? r : VC_BATCH;
         vc_v d[4];
-        VC_CTRS();
         VC_R_ALL();
-        VC_NAME(load_tail)(d, in + done, r);
+        VC_NAME(load_tail)(d, ip, n);
         VC_UNROLL
         for (size_t j = 0; j < 4; j++) {
             const size_t off = j * VC_W;
-            if (off >= r)
+            if (off >= n)
                 break;
-            const size_t n = r - off < VC_W ? r - off : VC_W;
             const vc_v o = v_xor(v_aesenclast(x[j], kl), d[j]);
-            v_store_part(out + done + off, o, n);
-            if (enc) /* keystream past the message must not be hashed */
-                d[j] = v_keep(o, n);
+            if (n - off >= VC_W) {
+                v_storeu(op + off, o);
+                if (enc)
+                    d[j] = o;
+            } else {
+                v_store_part(op + off, o, n - off);
+                if (enc) /* keystream past the message must not be hashed */
+                    d[j] = v_keep(o, n - off);
+            }
+        }
+        done += n;
+        if (enc && n == VC_BATCH) { /* hashed by a later iteration */
+            np++;
+            continue;
         }
         VC_UNROLL
         for (int j = 0; j < 4; j++)
             d[j] = v_shuf8(d[j], bs);
-        S = VC_NAME(batch)(g, S, d, (r + 15) / 16);
+        S = VC_BATCH4(g, S, d, (n + 15) / 16);
+        if (n < VC_BATCH)
+            break;
     }
-#undef VC_CTRS
     v_lane0_store(X, v_shuf8(S, bs));
     /* Next counter: inc32 by the number of blocks used (wraps mod 2^32). */
     const uint32_t nb = (uint32_t)((len + 15) / 16);
