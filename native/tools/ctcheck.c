@@ -114,11 +114,28 @@ static void op_gcm(const uint8_t *secret, uint8_t *scratch) {
     G->gcm_enc(&fixed_key, &gkey, ctr, X, secret, scratch, 64);
 }
 
+/* Positive control: an early-exit comparison against the fixed secret, the
+ * classic non-constant-time tag check.  Class 0 (the fixed secret) compares
+ * all 64 bytes, class 1 (random) stops at the first; the test must flag it,
+ * or the measurement cannot see leaks at all. */
+static uint8_t control_ref[64];
+static void op_leaky_compare(const uint8_t *secret, uint8_t *scratch) {
+    volatile int eq = 1;
+    for (size_t i = 0; i < 64; i++) {
+        if (secret[i] != control_ref[i]) {
+            eq = 0;
+            break;
+        }
+    }
+    scratch[0] ^= (uint8_t)eq;
+}
+
 static void run(const char *name, op_fn op, size_t secret_len, size_t n) {
     uint8_t *secrets = malloc(n * secret_len), *cls = malloc(n);
     uint64_t *t = malloc(n * sizeof *t);
     uint8_t fixed[64], scratch[64] = {0};
     fill(fixed, sizeof fixed);
+    memcpy(control_ref, fixed, sizeof fixed);
     for (size_t i = 0; i < n; i++) {
         cls[i] = (uint8_t)(rng() & 1);
         if (cls[i] == 0)
@@ -160,5 +177,6 @@ int main(int argc, char **argv) {
     run("aes256_setkey(key)", op_setkey, 32, n);
     run("ghash_64B(data)", op_ghash, 64, n);
     run("gcm_enc_64B(plaintext)", op_gcm, 64, n);
+    run("CONTROL early-exit compare (must leak)", op_leaky_compare, 64, n);
     return 0;
 }
