@@ -3,14 +3,14 @@
 # or with sudo available): the toolchain, qemu-user, Docker (engine + CLI),
 # debootstrap (the registry-free base image), Chromium for the report test,
 # valgrind, and the package itself (editable, with the test
-# extra).  Idempotent.  A machine that already has a Docker CLI keeps it
+# extra).  Idempotent.  A machine that already has a Docker engine keeps it
 # (docker.io would conflict with Docker's own packages).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 pkgs=(gcc libc6-dev binutils make qemu-user debootstrap chromium valgrind xz-utils curl)
-command -v docker >/dev/null || pkgs+=(docker.io)
+command -v dockerd >/dev/null || pkgs+=(docker.io)   # the engine; a bare client (often preinstalled) is not enough
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

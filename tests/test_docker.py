@@ -112,7 +112,19 @@ def test_merge_junit_refuses_non_junit(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- engine ---
 
 CLIENT, WHY_NOT = _engine()
-engine = pytest.mark.skipif(CLIENT is None, reason=str(WHY_NOT))
+
+
+@pytest.fixture(scope="session")
+def _docker_engine() -> None:
+    """Skip without an engine -- unless ci/test.sh installed dockerd and set
+    SDEMATRIX_REQUIRE_DOCKER=1: there a missing engine is a failure."""
+    if CLIENT is None:
+        if os.environ.get("SDEMATRIX_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"Docker engine required (SDEMATRIX_REQUIRE_DOCKER=1) but {WHY_NOT}")
+        pytest.skip(str(WHY_NOT))
+
+
+engine = pytest.mark.usefixtures("_docker_engine")
 docker_group = pytest.mark.xdist_group("docker")
 
 
@@ -127,7 +139,7 @@ def _labelled() -> list[Any]:
 
 
 @pytest.fixture(scope="session")
-def project_image() -> Iterator[str]:
+def project_image(_docker_engine: None) -> Iterator[str]:
     """Base image, wheelhouse and project image, built once per session (and
     under a lock, in case two workers get here anyway)."""
     assert CLIENT is not None
