@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from vaescrypt._errors import raise_for_status
 from vaescrypt._native import ffi
 
 #: Largest buffer the pool keeps (bigger calls allocate and drop their own).
@@ -40,6 +41,7 @@ CAPACITY = 2  # bytes
 AT_N = 3  # n for which AT_PTR is valid (-1: none)
 AT_PTR = 4  # u8 + n
 
+_unpack = ffi.unpack
 # No zero fill: every byte handed back to Python was written by C first.
 _alloc = ffi.new_allocator(should_clear_after_alloc=False)
 
@@ -81,3 +83,16 @@ def take(size: int) -> list[Any]:
 def give_back(s: list[Any]) -> None:
     if s[CAPACITY] <= POOL_MAX_BYTES:
         POOL.append(s)
+
+
+def result(s: list[Any], status: int, n: int, what: str) -> bytes:
+    """The end of a call that wrote into `s`: raise for a nonzero library
+    status, else its first n bytes as bytes; either way `s` goes back to the
+    pool (only after the copy: another thread may take it the moment it is
+    back)."""
+    if status:
+        give_back(s)
+        raise_for_status(status, what)
+    out: bytes = _unpack(s[CHARS], n)
+    give_back(s)
+    return out

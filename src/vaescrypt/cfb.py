@@ -7,32 +7,18 @@ from typing import Any, NoReturn
 from vaescrypt import _fastcall
 from vaescrypt._buffers import as_view, cbuf, writable_view
 from vaescrypt._errors import StreamStateError, check_mask, raise_for_status
-from vaescrypt._key import check_key
+from vaescrypt._key import check_key, function_address, key_address
 from vaescrypt._names import dir_id, impl_id, path_name
 from vaescrypt._native import ffi, lib
-from vaescrypt._scratch import CHARS, U8, give_back, take
+from vaescrypt._scratch import U8, result, take
 
 # Bound once: a module global is one dict lookup, `lib.x` is two.
 _cfb_encrypt = lib.vc_cfb_encrypt
 _cfb_decrypt = lib.vc_cfb_decrypt
-_unpack = ffi.unpack
-_UINTPTR = ffi.typeof("uintptr_t")
-# A key's address is read as the integer in the `vc_*_key **` out slot
-# (_cast(_UINTPTR_P, out)[0]): half the cost of casting out[0] to uintptr_t.
-_UINTPTR_P = ffi.typeof("uintptr_t *")
-_cast = ffi.cast
-
-
-def _address(cdata: Any) -> int:
-    """A cffi pointer (function or object) as an integer address."""
-    return int(ffi.cast(_UINTPTR, cdata))
-
 
 # The C-API fast path (see _fastcall.c) calls the library functions inside
 # _native, whose addresses it gets here: one library in the process.
-_fastcall.bind_cfb(
-    _address(ffi.addressof(lib, "vc_cfb_encrypt")), _address(ffi.addressof(lib, "vc_cfb_decrypt"))
-)
+_fastcall.bind_cfb(function_address("vc_cfb_encrypt"), function_address("vc_cfb_decrypt"))
 _fast_encrypt = _fastcall.cfb_encrypt
 _fast_decrypt = _fastcall.cfb_decrypt
 
@@ -73,7 +59,7 @@ class AESCFB:
         self._segment_size = segment_size
         # The key's address for _fastcall (self._key keeps the key alive), or
         # 0 for CFB1, whose lengths are bit counts: never on the fast path.
-        self._addr = _cast(_UINTPTR_P, out)[0] if segment_size != 1 else 0
+        self._addr = key_address(out) if segment_size != 1 else 0
 
     @property
     def segment_size(self) -> int:
@@ -105,12 +91,7 @@ class AESCFB:
         clen, nout = self._length(dv, bits)
         sc = take(nout)
         st = fn(self._key, cbuf(ivv), cbuf(dv), sc[U8], clen)
-        if st:
-            give_back(sc)
-            raise_for_status(st, "AESCFB")
-        out: bytes = _unpack(sc[CHARS], nout)
-        give_back(sc)
-        return out
+        return result(sc, st, nout, "AESCFB")
 
     def encrypt(
         self,

@@ -7,36 +7,22 @@ from typing import Any, NoReturn
 from vaescrypt import _fastcall
 from vaescrypt._buffers import as_view, cbuf, writable_view
 from vaescrypt._errors import InvalidTag, StreamStateError, check_mask, raise_for_status
-from vaescrypt._key import check_key
+from vaescrypt._key import check_key, function_address, key_address
 from vaescrypt._names import impl_id, path_name
 from vaescrypt._native import ffi, lib
-from vaescrypt._scratch import CHARS, U8, at, give_back, take
+from vaescrypt._scratch import U8, at, result, take
 
 # Bound once: a module global is one dict lookup, `lib.x` is two.
 _gcm_encrypt = lib.vc_gcm_encrypt
 _gcm_decrypt = lib.vc_gcm_decrypt
-_unpack = ffi.unpack
 _key_new = lib.vc_gcm_key_new
 _key_free = lib.vc_gcm_key_free
 _KEY_PP = ffi.typeof("vc_gcm_key **")
 _PATH_AUTO = int(lib.VC_PATH_AUTO)
-_UINTPTR = ffi.typeof("uintptr_t")
-# A key's address is read as the integer in the `vc_*_key **` out slot
-# (_cast(_UINTPTR_P, out)[0]): half the cost of casting out[0] to uintptr_t.
-_UINTPTR_P = ffi.typeof("uintptr_t *")
-_cast = ffi.cast
-
-
-def _address(cdata: Any) -> int:
-    """A cffi pointer (function or object) as an integer address."""
-    return int(ffi.cast(_UINTPTR, cdata))
-
 
 # The C-API fast path (see _fastcall.c) calls the library functions inside
 # _native, whose addresses it gets here: one library in the process.
-_fastcall.bind_gcm(
-    _address(ffi.addressof(lib, "vc_gcm_encrypt")), _address(ffi.addressof(lib, "vc_gcm_decrypt"))
-)
+_fastcall.bind_gcm(function_address("vc_gcm_encrypt"), function_address("vc_gcm_decrypt"))
 _seal = _fastcall.gcm_seal
 _open = _fastcall.gcm_open
 
@@ -85,7 +71,7 @@ class AESGCM:
         self._key: Any = ffi.gc(out[0], _key_free)
         # The key's address for _fastcall; self._key keeps the key alive for
         # as long as this object (and so any call on it) exists.
-        self._addr = _cast(_UINTPTR_P, out)[0]
+        self._addr = key_address(out)
         self._tag_length = tag_length
         self._impl = impl
 
@@ -132,12 +118,7 @@ class AESGCM:
             self._key, cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv), sc[U8], n, at(sc, n),
             self._tag_length,
         )
-        if st:
-            give_back(sc)
-            raise_for_status(st, "AESGCM.encrypt")
-        out: bytes = _unpack(sc[CHARS], total)
-        give_back(sc)
-        return out
+        return result(sc, st, total, "AESGCM.encrypt")
 
     def decrypt(
         self,
@@ -171,12 +152,7 @@ class AESGCM:
             self._key, cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv[:n]), sc[U8], n,
             cbuf(dv[n:]), self._tag_length,
         )
-        if st:
-            give_back(sc)
-            raise_for_status(st, "AESGCM.decrypt")
-        out: bytes = _unpack(sc[CHARS], n)
-        give_back(sc)
-        return out
+        return result(sc, st, n, "AESGCM.decrypt")
 
     @staticmethod
     def _fail(what: str, status: int, nonce: bytes) -> NoReturn:
