@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
@@ -88,44 +88,31 @@ def _load(arg: str | None) -> Matrix:
     return load_matrix(_matrix_path(arg))
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return v
+def _number_arg(
+    convert: Callable[[str], Any], ok: Callable[[Any], bool], rule: str, kind: str
+) -> Callable[[str], Any]:
+    """An argparse `type=` that converts, then checks a rule, each failure one
+    line naming the text."""
+
+    def parse(text: str) -> Any:
+        try:
+            v = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {kind}: {text!r}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"{rule}: {text!r}")
+        return v
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return v
-
-
-def _nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
-    return v
-
-
-def _seed(text: str) -> int:
-    try:
-        v = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 0 <= v < 1 << 64:
-        raise argparse.ArgumentTypeError(f"must be a 64-bit unsigned integer: {text!r}")
-    return v
+_positive_int = _number_arg(int, lambda v: v >= 1, "must be at least 1", "an integer")
+_positive_float = _number_arg(float, lambda v: v > 0, "must be positive", "a number")
+_nonneg_float = _number_arg(float, lambda v: v >= 0, "must be >= 0", "a number")
+_seed = _number_arg(
+    lambda t: int(t, 0), lambda v: 0 <= v < 1 << 64, "must be a 64-bit unsigned integer",
+    "an integer",
+)
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
