@@ -16,9 +16,9 @@ from sdematrix.backends.ptrace import PtraceBackend
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "sde_matrix.yaml"
 
+_PTRACE_WHY = PtraceBackend().unavailable_reason()  # one trial trace, not two
 pytestmark = pytest.mark.skipif(
-    PtraceBackend().unavailable_reason() is not None,
-    reason=f"ptrace backend unavailable: {PtraceBackend().unavailable_reason()}",
+    _PTRACE_WHY is not None, reason=f"ptrace backend unavailable: {_PTRACE_WHY}"
 )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import fnmatch
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,6 +140,10 @@ class Mix:
     functions: list[FunctionMix] = field(default_factory=list)
     threads: list[MixCounts] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    # (function, image) -> its entry in `functions`, for add_instruction
+    _findex: dict[tuple[str, str], FunctionMix] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def add_instruction(
         self,
@@ -162,13 +166,13 @@ class Mix:
         fm.counts.add(mnemonic, encoding, width, count, **kw)
 
     def _function(self, name: str, image: str) -> FunctionMix:
-        key = (name, image)
-        index: dict[tuple[str, str], FunctionMix] = self.__dict__.setdefault("_findex", {})
-        fm = index.get(key)
+        if len(self._findex) != len(self.functions):  # functions filled directly
+            self._findex = {(f.name, f.image): f for f in self.functions}
+        fm = self._findex.get((name, image))
         if fm is None:
             fm = FunctionMix(name=name, image=image, counts=MixCounts())
             self.functions.append(fm)
-            index[key] = fm
+            self._findex[(name, image)] = fm
         return fm
 
     def scoped(self, scope: str) -> MixCounts:
@@ -300,10 +304,3 @@ def top_offenders(
 def format_form(form: Form) -> str:
     m, e, w = form
     return f"{m}({e},{w})"
-
-
-def merge_counts(items: Iterable[MixCounts]) -> MixCounts:
-    out = MixCounts()
-    for it in items:
-        out.merge(it)
-    return out

@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -114,8 +113,6 @@ def pytest_configure(config: pytest.Config) -> None:
         timeout=config.getoption("sde_timeout"),
         workdir=workdir,
     )
-    if config.getoption("sde_path"):
-        os.environ.setdefault("SDE_PATH", config.getoption("sde_path"))
     shipped = str(SHIPPED_TESTS)
     if shipped not in config.args:
         config.args.append(shipped)

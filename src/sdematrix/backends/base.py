@@ -79,4 +79,6 @@ class Backend(Protocol):
         timeout: float,
     ) -> RunResult:
         """Run the probe for one cell; never raises for emulator/probe failures
-        (those are status "error"/"timeout" with a reason)."""
+        (those are status "error"/"timeout" with a reason).  `workdir` is an
+        absolute path (the runner resolves it): backends hand it to tracers and
+        emulators running in other working directories."""

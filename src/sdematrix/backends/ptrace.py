@@ -374,7 +374,6 @@ class PtraceBackend:
     ) -> RunResult:
         t0 = time.monotonic()
         result = RunResult(backend=self.name, status="error")
-        workdir = workdir.resolve()  # the tracer runs in another cwd
         try:
             workdir.mkdir(parents=True, exist_ok=True)
             tracer = tracer_path()
