@@ -31,6 +31,10 @@ const char *vc_bench_openssl_version(void);
 /* The roof: a bare 16-blocks-per-iteration zmm VAES CTR loop (keystream XOR
  * input, no GHASH); VC_ERR_UNSUPPORTED on a CPU without the avx512 path. */
 double vc_bench_roof(unsigned key_bits, size_t size, double seconds);
+/* The floor: the roof plus the 13 zmm VPCLMULQDQ per 16 blocks a Karatsuba
+ * GHASH with one reduction per 16 blocks needs (no shuffles, no front-end).
+ * Where VAES and VPCLMULQDQ share execution ports it bounds any GCM. */
+double vc_bench_floor(unsigned key_bits, size_t size, double seconds);
 
 #ifdef __cplusplus
 }
