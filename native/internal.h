@@ -36,8 +36,10 @@ typedef struct vc_aes_key {
 
 /* GHASH key material.  h is H = E_K(0^128) in standard byte order; table is
  * tier-private (powers of H, Karatsuba halves ...), laid out by the tier that
- * initialised it.  1 KiB is enough for 16 powers with precomputed halves. */
-#define VC_GHASH_TABLE_BYTES 2048
+ * initialised it.  1 KiB holds the largest layout (the wide tiers' 32
+ * powers with their Karatsuba halves); every byte of it is zeroed when a key
+ * is made and wiped when it is freed, so it is no larger than that. */
+#define VC_GHASH_TABLE_BYTES 1024
 typedef struct vc_ghash_key {
     alignas(VC_ALIGN) uint8_t table[VC_GHASH_TABLE_BYTES];
     alignas(16) uint8_t h[16];
