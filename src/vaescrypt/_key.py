@@ -3,13 +3,10 @@ addresses the C-API fast path (_fastcall) is given."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from vaescrypt._buffers import as_view
 from vaescrypt._native import ffi, lib
 
 _UINTPTR = ffi.typeof("uintptr_t")
-_UINTPTR_P = ffi.typeof("uintptr_t *")
 _cast = ffi.cast
 
 
@@ -17,13 +14,6 @@ def function_address(name: str) -> int:
     """The address of a library function inside vaescrypt._native: _fastcall
     calls the very same library (one copy, one dispatcher state)."""
     return int(_cast(_UINTPTR, ffi.addressof(lib, name)))
-
-
-def key_address(out_slot: Any) -> int:
-    """The address of the key a `vc_*_key **` out slot received, read as the
-    integer in the slot: half the cost of casting the pointer itself."""
-    addr: int = _cast(_UINTPTR_P, out_slot)[0]
-    return addr
 
 
 def check_key(cls_name: str, key: object) -> memoryview:

@@ -7,7 +7,7 @@ from typing import Any, NoReturn
 from vaescrypt import _fastcall
 from vaescrypt._buffers import as_view, cbuf, writable_view
 from vaescrypt._errors import StreamStateError, check_mask, raise_for_status
-from vaescrypt._key import check_key, function_address, key_address
+from vaescrypt._key import check_key, function_address
 from vaescrypt._names import dir_id, impl_id, path_name
 from vaescrypt._native import ffi, lib
 from vaescrypt._scratch import U8, result, take
@@ -19,6 +19,10 @@ _cfb_decrypt = lib.vc_cfb_decrypt
 # The C-API fast path (see _fastcall.c) calls the library functions inside
 # _native, whose addresses it gets here: one library in the process.
 _fastcall.bind_cfb(function_address("vc_cfb_encrypt"), function_address("vc_cfb_decrypt"))
+_fastcall.bind_cfb_key(function_address("vc_cfb_key_new"), function_address("vc_cfb_key_free"))
+_new_key = _fastcall.cfb_key_new
+_KEY_P = ffi.typeof("vc_cfb_key *")
+_PATH_AUTO = int(lib.VC_PATH_AUTO)
 _fast_encrypt = _fastcall.cfb_encrypt
 _fast_decrypt = _fastcall.cfb_decrypt
 
@@ -43,23 +47,32 @@ class AESCFB:
     def __init__(
         self, key: bytes | bytearray | memoryview, segment_size: int = 128, impl: str | None = None
     ) -> None:
-        kview = check_key("AESCFB", key)
-        if not isinstance(segment_size, int) or isinstance(segment_size, bool):
-            raise TypeError("segment_size must be an int")
-        if segment_size not in SEGMENT_SIZES:
-            raise ValueError(f"segment_size must be 128, 8 or 1, got {segment_size}")
-        impl_code = impl_id(impl)
-        check_mask()
-        out = ffi.new("vc_cfb_key **")
-        raise_for_status(
-            lib.vc_cfb_key_new(out, cbuf(kview), len(kview), segment_size, impl_code),
-            f"AESCFB(segment_size={segment_size}, impl={impl!r})",
-        )
-        self._key: Any = ffi.gc(out[0], lib.vc_cfb_key_free)
+        if (
+            type(key) is bytes and impl is None and type(segment_size) is int
+            and segment_size in SEGMENT_SIZES and len(key) in (16, 24, 32)
+        ):
+            # Fast path, as in AESGCM: a bad VAESCRYPT_CPU_MASK comes back as
+            # VC_ERR_CPU_MASK -> CpuMaskError.
+            ref = _new_key(key, segment_size, _PATH_AUTO)
+        else:
+            kview = check_key("AESCFB", key)
+            if not isinstance(segment_size, int) or isinstance(segment_size, bool):
+                raise TypeError("segment_size must be an int")
+            if segment_size not in SEGMENT_SIZES:
+                raise ValueError(f"segment_size must be 128, 8 or 1, got {segment_size}")
+            impl_code = impl_id(impl)
+            check_mask()
+            ref = _new_key(kview, segment_size, impl_code)
+        if type(ref) is int:
+            raise_for_status(ref, f"AESCFB(segment_size={segment_size}, impl={impl!r})")
+        # ref (a _fastcall.KeyRef) owns the native key and frees it with this
+        # object.  _key is the cffi view of it (borrowed), for the cffi calls.
+        self._ref = ref
+        self._key: Any = ffi.cast(_KEY_P, ref.addr)
         self._segment_size = segment_size
-        # The key's address for _fastcall (self._key keeps the key alive), or
-        # 0 for CFB1, whose lengths are bit counts: never on the fast path.
-        self._addr = key_address(out) if segment_size != 1 else 0
+        # The key's address for _fastcall, or 0 for CFB1, whose lengths are
+        # bit counts: never on the fast path.
+        self._addr = ref.addr if segment_size != 1 else 0
 
     @property
     def segment_size(self) -> int:

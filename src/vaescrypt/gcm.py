@@ -7,7 +7,7 @@ from typing import Any, NoReturn
 from vaescrypt import _fastcall
 from vaescrypt._buffers import as_view, cbuf, writable_view
 from vaescrypt._errors import InvalidTag, StreamStateError, check_mask, raise_for_status
-from vaescrypt._key import check_key, function_address, key_address
+from vaescrypt._key import check_key, function_address
 from vaescrypt._names import impl_id, path_name
 from vaescrypt._native import ffi, lib
 from vaescrypt._scratch import U8, at, result, take
@@ -15,14 +15,15 @@ from vaescrypt._scratch import U8, at, result, take
 # Bound once: a module global is one dict lookup, `lib.x` is two.
 _gcm_encrypt = lib.vc_gcm_encrypt
 _gcm_decrypt = lib.vc_gcm_decrypt
-_key_new = lib.vc_gcm_key_new
-_key_free = lib.vc_gcm_key_free
-_KEY_PP = ffi.typeof("vc_gcm_key **")
+_KEY_P = ffi.typeof("vc_gcm_key *")
+_cast = ffi.cast
 _PATH_AUTO = int(lib.VC_PATH_AUTO)
 
 # The C-API fast path (see _fastcall.c) calls the library functions inside
 # _native, whose addresses it gets here: one library in the process.
 _fastcall.bind_gcm(function_address("vc_gcm_encrypt"), function_address("vc_gcm_decrypt"))
+_fastcall.bind_gcm_key(function_address("vc_gcm_key_new"), function_address("vc_gcm_key_free"))
+_new_key = _fastcall.gcm_key_new
 _seal = _fastcall.gcm_seal
 _open = _fastcall.gcm_open
 
@@ -46,16 +47,15 @@ class AESGCM:
     def __init__(
         self, key: bytes | bytearray | memoryview, tag_length: int = 16, impl: str | None = None
     ) -> None:
-        out = ffi.new(_KEY_PP)
         if (
             type(key) is bytes and impl is None and type(tag_length) is int
             and tag_length in TAG_LENGTHS and len(key) in (16, 24, 32)
         ):
             # Fast path: nothing left to check in Python.  A bad
             # VAESCRYPT_CPU_MASK comes back as VC_ERR_CPU_MASK -> CpuMaskError.
-            st = _key_new(out, key, len(key), _PATH_AUTO)
-            if st:
-                raise_for_status(st, "AESGCM(impl=None)")
+            ref = _new_key(key, _PATH_AUTO)
+            if type(ref) is int:
+                raise_for_status(ref, "AESGCM(impl=None)")
         else:
             kview = check_key("AESGCM", key)
             if not isinstance(tag_length, int) or isinstance(tag_length, bool):
@@ -64,16 +64,21 @@ class AESGCM:
                 raise ValueError(f"GCM tag_length must be 4, 8 or 12..16 bytes, got {tag_length}")
             impl_code = impl_id(impl)
             check_mask()
-            raise_for_status(
-                lib.vc_gcm_key_new(out, cbuf(kview), len(kview), impl_code),
-                f"AESGCM(impl={impl!r})",
-            )
-        self._key: Any = ffi.gc(out[0], _key_free)
-        # The key's address for _fastcall; self._key keeps the key alive for
-        # as long as this object (and so any call on it) exists.
-        self._addr = key_address(out)
+            ref = _new_key(kview, impl_code)
+            if type(ref) is int:
+                raise_for_status(ref, f"AESGCM(impl={impl!r})")
+        # ref (a _fastcall.KeyRef) owns the native key and frees it with this
+        # object; _addr is its address, what the _fastcall entry points take.
+        self._ref = ref
+        self._addr: int = ref.addr
         self._tag_length = tag_length
         self._impl = impl
+
+    @property
+    def _key(self) -> Any:
+        """The key as a cffi pointer, for the calls that go through cffi
+        (buffer arguments, streams, path()).  Borrowed: self owns the key."""
+        return _cast(_KEY_P, self._addr)
 
     @property
     def tag_length(self) -> int:
