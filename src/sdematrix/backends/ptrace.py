@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..decode import chip_check, decode
+from ..decode import Insn, chip_check
 from ..mix import Mix
+from ..mix_build import Executed, mix_from_executed
 from ..models import Cell, CpuModel
-from ..symbols import Symbolizer
+from ..symbols import Location, Symbolizer
 from .base import ProbeCommand, RunResult, Violation
 from .ptrace_profile import Site, image_sites, program_images, write_profile
 from .sde import run_process, tail_lines
@@ -239,40 +240,30 @@ def _probe_report(stdout: str) -> tuple[dict[str, Any] | None, str | None]:
 def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[Violation]]:
     """Decode the recorded instructions into a Mix; chip-check each against
     `model` (one Violation per offending address)."""
-    mix = Mix(source="ptrace")
     symbolizers = {sid: Symbolizer(text) for sid, text in traced.maps.items()}
     empty = Symbolizer("")
     violations: list[Violation] = []
-    ranges: dict[tuple[str, str], tuple[int | None, int | None]] = {}
-    for space, addr, count, code in traced.insns:
-        insn = decode(code, addr)
-        loc = symbolizers.get(space, empty).locate(addr)
-        mix.add_instruction(
-            image=loc.image,
-            function=loc.function,
-            mnemonic=insn.mnemonic,
-            encoding=insn.encoding,
-            width=insn.width,
-            count=count,
-            isa_set=insn.isa_set,
-            isa_ext=insn.isa_ext,
-        )
-        ranges.setdefault((loc.function, loc.image), (loc.lo, loc.hi))
+
+    def check(ex: Executed, insn: Insn, loc: Location) -> None:
         if model is not None and len(violations) < MAX_VIOLATIONS:
             why = chip_check(insn, model)
             if why is not None:
                 violations.append(
                     Violation(
                         reason=why,
-                        address=addr,
+                        address=ex.address,
                         function=loc.function,
                         image=loc.image,
                         mnemonic=insn.mnemonic,
-                        bytes_hex=code[: insn.length].hex(),
+                        bytes_hex=ex.code[: insn.length].hex(),
                     )
                 )
-    for fm in mix.functions:
-        fm.lo, fm.hi = ranges.get((fm.name, fm.image), (None, None))
+
+    executed = (
+        Executed(addr, code, count, symbolizers.get(space, empty).locate)
+        for space, addr, count, code in traced.insns
+    )
+    mix = mix_from_executed("ptrace", executed, check)
     mix.meta.update(
         {
             "cpuid_mode": traced.cpuid_mode,

@@ -28,7 +28,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +38,7 @@ from elftools.elf.elffile import ELFFile
 from ..decode import chip_check, decode
 from ..errors import MixFileError
 from ..mix import Mix
+from ..mix_build import Executed, mix_from_executed
 from ..models import Cell, CpuModel
 from ..probe import ProbeError, parse_probe_output
 from ..qemu_plugin import (
@@ -459,33 +460,31 @@ def _elf_bytes(path: str, addr: int, start_code: int, n: int = 15) -> bytes | No
         return None
 
 
+def _plugin_locator(run: PluginOutput) -> Callable[[int], Location]:
+    """Name an address of one guest process: its maps snapshot, else the
+    symbol the plugin itself recorded for it."""
+    sym = Symbolizer(run.maps)
+
+    def locate(addr: int) -> Location:
+        loc = sym.locate(addr)
+        if loc.image == "?" and run.symbols.get(addr):
+            loc = Location("?", run.symbols[addr])
+        return loc
+
+    return locate
+
+
 def mix_from_plugin(runs: list[PluginOutput], *, cpu_spec: str = "") -> Mix:
     """Decode and symbolise the plugin's counts into a Mix (source "qemu")."""
-    mix = Mix(source="qemu")
-    ranges: dict[tuple[str, str], tuple[int | None, int | None]] = {}
-    starts = stops = 0
-    for run in runs:
-        starts += run.starts
-        stops += run.stops
-        sym = Symbolizer(run.maps)
-        for (addr, code), count in sorted(run.counts.items()):
-            insn = decode(code, addr)
-            loc = sym.locate(addr)
-            if loc.image == "?" and run.symbols.get(addr):
-                loc = Location("?", run.symbols[addr])
-            mix.add_instruction(
-                image=loc.image,
-                function=loc.function,
-                mnemonic=insn.mnemonic,
-                encoding=insn.encoding,
-                width=insn.width,
-                count=count,
-                isa_set=insn.isa_set,
-                isa_ext=insn.isa_ext,
-            )
-            ranges.setdefault((loc.function, loc.image), (loc.lo, loc.hi))
-    for fm in mix.functions:
-        fm.lo, fm.hi = ranges.get((fm.name, fm.image), (None, None))
+    locators = [_plugin_locator(run) for run in runs]
+    executed = (
+        Executed(addr, code, count, locate)
+        for run, locate in zip(runs, locators, strict=True)
+        for (addr, code), count in sorted(run.counts.items())
+    )
+    mix = mix_from_executed("qemu", executed)
+    starts = sum(r.starts for r in runs)
+    stops = sum(r.stops for r in runs)
     mix.meta = {
         "backend": "qemu",
         "cpu": cpu_spec,

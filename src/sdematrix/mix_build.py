@@ -1,0 +1,67 @@
+"""Executed instructions -> a :class:`~sdematrix.mix.Mix`, shared by the
+backends that observe raw instruction bytes (ptrace, QEMU).
+
+Each backend reports, per distinct executed address, the instruction's bytes,
+how many times it ran, and a way to name the address (its own symboliser);
+:func:`mix_from_executed` decodes the bytes (iced-x86, :mod:`sdematrix.decode`),
+names the address, accounts the executions in the mix and gives every
+function of the mix its run-time address range.  A backend that must look at
+each decoded instruction (the ptrace chip check) passes ``on_insn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .decode import Insn, decode
+from .mix import Mix
+from .symbols import Location
+
+__all__ = ["Executed", "mix_from_executed"]
+
+Locate = Callable[[int], Location]
+
+
+@dataclass(frozen=True)
+class Executed:
+    """One distinct executed instruction: its address, its bytes (at least the
+    whole instruction when the backend has them), how often it ran, and the
+    symboliser of the address space it ran in."""
+
+    address: int
+    code: bytes
+    count: int
+    locate: Locate
+
+
+def mix_from_executed(
+    source: str,
+    executed: Iterable[Executed],
+    on_insn: Callable[[Executed, Insn, Location], None] | None = None,
+) -> Mix:
+    """A new Mix (``source`` "ptrace" / "qemu" ...) holding `executed`, in
+    order.  A function's range (``lo``/``hi``) is the one its first
+    instruction's location gave.  ``on_insn`` sees every instruction after it
+    is accounted; ``meta`` is left for the caller."""
+    mix = Mix(source=source)
+    ranges: dict[tuple[str, str], tuple[int | None, int | None]] = {}
+    for ex in executed:
+        insn = decode(ex.code, ex.address)
+        loc = ex.locate(ex.address)
+        mix.add_instruction(
+            image=loc.image,
+            function=loc.function,
+            mnemonic=insn.mnemonic,
+            encoding=insn.encoding,
+            width=insn.width,
+            count=ex.count,
+            isa_set=insn.isa_set,
+            isa_ext=insn.isa_ext,
+        )
+        ranges.setdefault((loc.function, loc.image), (loc.lo, loc.hi))
+        if on_insn is not None:
+            on_insn(ex, insn, loc)
+    for fm in mix.functions:
+        fm.lo, fm.hi = ranges.get((fm.name, fm.image), (None, None))
+    return mix
