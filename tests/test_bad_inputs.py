@@ -22,7 +22,6 @@ from doubles.sdematrix_cli import (
     SHIPPED_MATRIX,
     assert_one_line_error,
     cli_env,
-    read_cells,
     run_cli,
 )
 from test_sde_mix import iform_file
@@ -156,24 +155,20 @@ def test_out_dir_cannot_be_made(where: str, tmp_path: Path) -> None:
     assert_one_line_error(r, 2, str(out), "not writable")
 
 
-def test_probe_that_cannot_be_started_is_an_error_cell_per_cell(tmp_path: Path) -> None:
-    """A broken $SDEMATRIX_PROBE is found per cell (runner contract): every cell
-    is an `error` naming it, the run still writes its results, exit 1."""
+def test_probe_that_cannot_be_started_is_refused_up_front(tmp_path: Path) -> None:
+    """A broken $SDEMATRIX_PROBE would make every cell an error: the run is
+    refused before anything is written, with one line naming it (exit 2)."""
     probe = tmp_path / "vc-probe"
     probe.write_text("not executable")
+    probe.chmod(0o644)
     out = tmp_path / "out"
     r = run_cli(
         "run", "--matrix", str(SHIPPED_MATRIX), "--cpu", "wsm,hsw", "--backend", "sde",
         "--sde-path", str(SDE_DOUBLE), "--out", str(out),
         env=cli_env(SDEMATRIX_PROBE=str(probe)),
     )  # fmt: skip
-    assert r.returncode == 1, r.stderr[-2000:]
-    assert "Traceback" not in r.stderr
-    cells = read_cells(out)
-    cells.pop("")
-    assert len(cells) == 20
-    want = f"cannot build the probe command: SDEMATRIX_PROBE={probe} is not an executable file"
-    assert all(c["status"] == "error" and c["reasons"] == [want] for c in cells.values())
+    assert_one_line_error(r, 2, f"SDEMATRIX_PROBE={probe}: not executable (mode 0644)")
+    assert not out.exists()
 
 
 # ------------------------------------------------------------ mix files --

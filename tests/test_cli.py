@@ -168,7 +168,8 @@ def test_run_errors_exit_1_and_run_goes_on(tmp_path, run_env):
 
 
 @needs_matrix
-def test_sigint_kills_children_and_writes_junit(tmp_path, run_env):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_kills_children_and_writes_junit(tmp_path, run_env, sig):
     pidfile = tmp_path / "pids"
     out = tmp_path / "out"
     proc = subprocess.Popen(
@@ -186,7 +187,7 @@ def test_sigint_kills_children_and_writes_junit(tmp_path, run_env):
     else:
         proc.kill()
         pytest.fail("the double never started")
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
@@ -233,3 +234,173 @@ def test_progress_plain_and_tty():
     p.finish(Outcome(cell, "pass", backend="sde", path="avx512"))
     p.close()
     assert "\r[1/2] pass 1 fail 0" in live.getvalue() and live.getvalue().endswith("\n")
+
+
+# ------------------------------------------------- signals while loading --
+
+
+def _fifo_matrix(tmp_path: Path) -> Path:
+    fifo = tmp_path / "matrix.yaml"
+    os.mkfifo(fifo)
+    return fifo
+
+
+def _wait_for_reader(fifo: Path, proc: subprocess.Popen[str], within: float = 60) -> int:
+    """Open `fifo`'s write end once `proc` has opened it for reading (a
+    non-blocking open fails with ENXIO until then).  The write end stays open
+    and silent: the reader is then blocked in read(), in the middle of
+    loading the matrix file."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    pytest.fail("the CLI never opened the matrix file")
+
+
+@pytest.mark.parametrize(
+    "command", [("run", "--cpu", "spr", "--backend", "sde"), ("list-cpus",), ("explain", "spr")],
+    ids=["run", "list-cpus", "explain"],
+)  # fmt: skip
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_while_loading_the_matrix_is_an_interrupt(tmp_path, command, sig):
+    """A signal that lands while the matrix file is read ends the command like
+    one during the run: exit 130, one line, no traceback, nothing written."""
+    fifo = _fifo_matrix(tmp_path)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sdematrix", *command, "--matrix", str(fifo),
+         *(("--out", str(out)) if command[0] == "run" else ())],
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wfd = _wait_for_reader(fifo, proc)
+    try:
+        time.sleep(0.2)  # well inside read(): nothing will ever be written
+        assert proc.poll() is None
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        os.close(wfd)
+    assert proc.returncode == 130, (proc.returncode, stderr)
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sdematrix: error: interrupted"), stderr
+    assert stdout == ""
+    assert not out.exists()
+
+
+def test_sigterm_handler_is_restored_after_main():
+    """main() in-process (as the tests and the pytest plugin call it) leaves
+    the caller's signal handlers as they were."""
+    from sdematrix.cli import main
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    assert main(["list-cpus", "--matrix", "/nonexistent/m.yaml"]) == 2
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+# ------------------------------------------------------ broken probe path --
+
+
+def _probe_cases(tmp_path: Path) -> dict[str, tuple[str, str]]:
+    """name -> (SDEMATRIX_PROBE value, the reason the error must give)."""
+    plain = tmp_path / "plain" / "vc-probe"
+    plain.parent.mkdir()
+    plain.write_text("#!/bin/sh\n")
+    plain.chmod(0o644)
+    folder = tmp_path / "folder" / "vc-probe"
+    folder.mkdir(parents=True)
+    dangling = tmp_path / "dangling" / "vc-probe"
+    dangling.parent.mkdir()
+    dangling.symlink_to(tmp_path / "gone")
+    return {
+        "missing": (str(tmp_path / "nope" / "vc-probe"), "no such file"),
+        "directory": (str(folder), "is a directory"),
+        "not-executable": (str(plain), "not executable (mode 0644)"),
+        "dangling-symlink": (str(dangling), "dangling symbolic link"),
+    }
+
+
+@needs_matrix
+@pytest.mark.parametrize("case", ["missing", "directory", "not-executable", "dangling-symlink"])
+def test_broken_probe_env_is_refused_up_front(tmp_path, case):
+    value, why = _probe_cases(tmp_path)[case]
+    out = tmp_path / "out"
+    r = cli("run", "--matrix", str(MATRIX), "--cpu", "wsm,hsw", "--backend", "sde",
+            "--sde-path", str(SDE_DOUBLE), "--out", str(out),
+            env=clean_env(SDEMATRIX_PROBE=value))  # fmt: skip
+    assert_one_line_error(r, 2, f"SDEMATRIX_PROBE={value}: {why}")
+    assert r.stdout == ""
+    assert not out.exists()  # refused before anything was created or run
+
+
+@needs_matrix
+def test_relative_probe_env_runs_from_other_directories(tmp_path, run_env):
+    """A relative $SDEMATRIX_PROBE names a file relative to where sdematrix was
+    started, not to the directories backends run the probe in."""
+    r = cli("run", "--matrix", str(MATRIX), "--cpu", "wsm", "--backend", "sde",
+            "--sde-path", str(SDE_DOUBLE), "--out", "out", cwd=tmp_path,
+            env={**run_env(), "SDEMATRIX_PROBE": os.path.join("bin", "vc-probe")})  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert res["counts"]["error"] == 0 and res["counts"]["pass"] > 0
+
+
+# --------------------------------------------------------------- list-cpus --
+
+
+def _table_rows(text: str) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of an aligned text table, split on the header's column starts."""
+    lines = text.rstrip("\n").splitlines()
+    head = lines[0]
+    starts = [i for i, ch in enumerate(head) if ch != " " and (i == 0 or head[i - 1] == " ")]
+    bounds = [*starts[1:], None]
+
+    def split(line: str) -> list[str]:
+        return [line[a:b].strip() for a, b in zip(starts, bounds, strict=True)]
+
+    return split(head), [split(ln) for ln in lines[1:]]
+
+
+@needs_matrix
+def test_list_cpus_table_has_no_empty_expectation_columns():
+    from sdematrix.matrix_file import load_matrix
+    from sdematrix.models import DIRECTIONS, MODES
+
+    matrix = load_matrix(MATRIX)
+    r = cli("list-cpus", "--matrix", str(MATRIX))
+    assert r.returncode == 0, r.stderr
+    head, rows = _table_rows(r.stdout)
+    assert [row[0] for row in rows] == list(matrix.models)
+    path_cols = {c: i for i, c in enumerate(head) if c.split("/", 1)[0] in MODES}
+    # cfb128 is split by the classes (encrypt serial, decrypt parallel); the
+    # other modes expect one path for both directions on every model
+    assert list(path_cols) == ["gcm", "cfb128/enc", "cfb128/dec", "cfb8", "cfb1"]
+    for row in rows:
+        cpu = row[0]
+        for col, i in path_cols.items():
+            mode, _, d = col.partition("/")
+            dirs = [x for x in DIRECTIONS if x.startswith(d)] if d else list(DIRECTIONS)
+            assert {matrix.expected[(cpu, mode, x)] for x in dirs} == {row[i]}, (cpu, col)
+
+
+def test_list_cpus_rows_one_column_per_mode_when_nothing_splits():
+    from doubles.fake_matrix import make_matrix
+
+    from sdematrix import explain
+    from sdematrix.cli import cpu_table_rows
+
+    matrix = make_matrix()
+    rows = cpu_table_rows(matrix, explain.list_cpus(matrix))
+    assert all(list(r)[-4:] == ["gcm", "cfb128", "cfb8", "cfb1"] for r in rows)
+    spr = next(r for r in rows if r["cpu"] == "spr")
+    assert (spr["gcm"], spr["cfb128"], spr["cfb8"]) == ("avx512", "avx512", "aesni")
+    # one model splitting a mode splits that mode's column for every model
+    matrix.expected[("hsw", "cfb8", "decrypt")] = "generic"
+    rows = cpu_table_rows(matrix, explain.list_cpus(matrix))
+    assert all(list(r)[-5:] == ["gcm", "cfb128", "cfb8/enc", "cfb8/dec", "cfb1"] for r in rows)
+    hsw = next(r for r in rows if r["cpu"] == "hsw")
+    assert (hsw["cfb8/enc"], hsw["cfb8/dec"]) == ("aesni", "generic")

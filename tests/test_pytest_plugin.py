@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -15,10 +16,11 @@ from sdematrix.pytest_plugin import SHIPPED_TESTS, classify
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _pytest(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _pytest(*args: str, cwd: Path, env: dict[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=600, check=False,
+        cwd=cwd, capture_output=True, text=True, timeout=600, check=False, env=env,
     )  # fmt: skip
 
 
@@ -35,6 +37,16 @@ def test_unknown_cpu_is_a_usage_error_listing_names(tmp_path: Path) -> None:
     err = p.stderr
     assert "nosuchcpu" in err and "spr" in err and "snb" in err
     assert "Traceback" not in err
+
+
+def test_broken_probe_is_a_usage_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no-probe"
+    env = {**os.environ, "SDEMATRIX_PROBE": str(missing)}
+    p = _pytest("-q", f"--sde-matrix={ROOT / 'sde_matrix.yaml'}", "--sde-cpu=snb",
+                cwd=tmp_path, env=env)  # fmt: skip
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert f"--sde-cpu: SDEMATRIX_PROBE={missing}: no such file" in p.stderr
+    assert "Traceback" not in p.stderr
 
 
 @pytest.mark.skipif(

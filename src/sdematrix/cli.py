@@ -13,11 +13,17 @@ Sub-commands::
 shipped inside the package.
 
 Exit codes: 0 every cell passed (skips allowed); 1 some cell failed or errored;
-2 bad input (unreadable/invalid YAML, unknown CPU, unavailable backend,
-unwritable output, bad arguments, corrupt mix file); 130 interrupted (SIGINT /
-SIGTERM; JUnit and results for the finished cells are still written); 3 an
-unexpected internal error (one line; set ``SDEMATRIX_DEBUG=1`` for the
-traceback).  Every error is one line ``sdematrix: error: ...`` on stderr.
+2 bad input (unreadable/invalid YAML, unknown CPU, unavailable backend, a
+probe that cannot run -- ``$SDEMATRIX_PROBE`` missing, a directory or not
+executable --, unwritable output, bad arguments, corrupt mix file); 130
+interrupted (SIGINT / SIGTERM, in any phase; once cells have run, JUnit and
+results for the finished cells are still written); 3 an unexpected internal
+error (one line; set ``SDEMATRIX_DEBUG=1`` for the traceback).  Every error is
+one line ``sdematrix: error: ...`` on stderr.
+
+``list-cpus`` shows per model the expected path of each mode: one column when
+both directions expect the same path on every model, else one per direction
+(``cfb128/enc``, ``cfb128/dec``).
 """
 
 from __future__ import annotations
@@ -25,11 +31,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from types import FrameType
 from typing import Any, NoReturn
 
 from . import __version__
@@ -202,6 +212,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .backends.registry import BackendSelector
     from .junit import prepare_out_dir, write_junit, write_results
     from .matrix_file import select_cpus
+    from .probe import probe_path
     from .progress import Progress
     from .runner import run_cells
 
@@ -210,6 +221,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     selector = BackendSelector(matrix, args.backend, sde_path=args.sde_path)
     if args.sde_path and "sde" in selector.unavailable:
         raise BackendUnavailableError(f"--sde-path: {selector.unavailable['sde']}")
+    # A probe that cannot run would make every cell an error: refuse the run
+    # now (ProbeError, exit 2) instead, naming $SDEMATRIX_PROBE and what is wrong.
+    probe_path()
     out = Path(args.out)
     prepare_out_dir(out)
     junit_path = Path(args.junit) if args.junit else None
@@ -348,8 +362,35 @@ def cmd_list_cpus(args: argparse.Namespace) -> int:
         # one line, for `echo "matrix=$(sdematrix list-cpus --github-matrix)" >> $GITHUB_OUTPUT`
         sys.stdout.write(json.dumps(ex.github_matrix(matrix), separators=(",", ":")) + "\n")
     else:
-        sys.stdout.write(_table(ex.list_cpus(matrix)))
+        sys.stdout.write(_table(cpu_table_rows(matrix, ex.list_cpus(matrix))))
     return EXIT_OK
+
+
+def cpu_table_rows(matrix: Matrix, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`list-cpus` rows with the same expected-path columns for every model.
+
+    A mode whose two directions expect the same path on every model is one
+    column (``gcm``); a mode where some model's directions differ (cfb128:
+    encrypt is serial, decrypt parallel) is two columns (``cfb128/enc``,
+    ``cfb128/dec``) filled for every model, so no row leaves a column empty."""
+    split = {
+        mode: any(
+            len({matrix.expected[(cpu, mode, d)] for d in DIRECTIONS}) > 1 for cpu in matrix.models
+        )
+        for mode in MODES
+    }
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        cpu = row["cpu"]
+        new = {k: v for k, v in row.items() if k.split(".", 1)[0] not in MODES}
+        for mode in MODES:
+            if split[mode]:
+                for d in DIRECTIONS:
+                    new[f"{mode}/{d[:3]}"] = matrix.expected[(cpu, mode, d)]
+            else:
+                new[mode] = matrix.expected[(cpu, mode, DIRECTIONS[0])]
+        out.append(new)
+    return out
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -460,7 +501,48 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, unwinding the main thread the way Ctrl-C does."""
+
+
+def _raise_terminated(_signum: int, _frame: FrameType | None) -> None:
+    raise _Terminated
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """For the whole command: SIGTERM ends it like SIGINT (exit 130, one line,
+    no traceback), whatever phase it lands in -- loading the matrix file,
+    probing backends, writing results.  While cells run, run_cells installs
+    its own SIGINT/SIGTERM handler (stop, kill the children, report the
+    finished cells) and puts this one back afterwards.  Both dispositions are
+    restored on the way out, for callers of main() in the same process."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            if h is not None:  # None: a handler not installed from Python; leave it
+                signal.signal(s, h)
+
+
+def _ignore_signals() -> None:
+    """Shutting down: a second Ctrl-C / SIGTERM must not print a traceback."""
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with _sigterm_as_interrupt():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         code = int(args.func(args))
@@ -468,8 +550,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         msg = " ".join(str(e).split()) or type(e).__name__
         print(f"{PROG}: error: {msg}", file=sys.stderr)
         code = e.exit_code
-    except KeyboardInterrupt:
-        print(f"{PROG}: error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        _ignore_signals()
+        how = " (SIGTERM)" if isinstance(e, _Terminated) else ""
+        print(f"{PROG}: error: interrupted{how}", file=sys.stderr)
         code = EXIT_INTERRUPTED
     except BrokenPipeError:
         code = EXIT_OK

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,19 +51,43 @@ class ProbeError(SdeMatrixError):
 # --------------------------------------------------------------- location --
 
 
+def _not_runnable(path: Path) -> str | None:
+    """Why `path` cannot be exec'd as the probe (None: it can)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return "dangling symbolic link" if path.is_symlink() else "no such file"
+    except OSError as e:
+        return (e.strerror or str(e)).lower()
+    if stat.S_ISDIR(st.st_mode):
+        return "is a directory, not an executable file"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if not os.access(path, os.X_OK):
+        return f"not executable (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
 def probe_path() -> Path:
-    """The vc-probe executable: $SDEMATRIX_PROBE, else the package's _bin/vc-probe."""
+    """The vc-probe executable, as an absolute path (backends run it from other
+    working directories): $SDEMATRIX_PROBE, else the package's _bin/vc-probe.
+
+    Raises :class:`ProbeError` (one line naming the variable, the path and
+    what is wrong with it) when the probe cannot be run; the CLI calls this
+    before a run, so a bad value is refused up front (exit 2)."""
     env = os.environ.get(PROBE_ENV)
     if env:
-        p = Path(env)
-        if not p.is_file() or not os.access(p, os.X_OK):
-            raise ProbeError(f"{PROBE_ENV}={env} is not an executable file")
+        p = Path(os.path.abspath(env))
+        why = _not_runnable(p)
+        if why is not None:
+            raise ProbeError(f"{PROBE_ENV}={env}: {why}")
         return p
     p = Path(__file__).resolve().parent / "_bin" / "vc-probe"
-    if p.is_file() and os.access(p, os.X_OK):
+    why = _not_runnable(p)
+    if why is None:
         return p
     raise ProbeError(
-        f"vc-probe not built: {p} is missing (build the package, e.g. `pip install -e .`, "
+        f"vc-probe not built: {p}: {why} (build the package, e.g. `pip install -e .`, "
         f"or set {PROBE_ENV})"
     )
 

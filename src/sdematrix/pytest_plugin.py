@@ -102,6 +102,9 @@ def pytest_configure(config: pytest.Config) -> None:
             from .backends.registry import BackendSelector
 
             BackendSelector(matrix, backend, sde_path=config.getoption("sde_path"))
+        from .probe import probe_path
+
+        probe_path()  # a probe that cannot run: a usage error now, not 4 failures per cell
     except SdeMatrixError as e:
         raise pytest.UsageError(f"--sde-cpu: {e}") from None
     workdir = Path(tempfile.mkdtemp(prefix="sdematrix-pytest-"))
