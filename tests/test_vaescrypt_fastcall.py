@@ -72,8 +72,8 @@ def _error(fn: Callable[[], object]) -> tuple[type[BaseException], str]:
 def test_gcm_fast_matches_cffi(
     path: str, rng: random.Random, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seals = _counting(monkeypatch, gcm, "_seal")
-    opens = _counting(monkeypatch, gcm, "_open")
+    # The C fast case (FastMethod) counts what it answers itself.
+    seal, open_ = vaescrypt.AESGCM.encrypt, vaescrypt.AESGCM.decrypt
     for size in SIZES:
         if path == "generic" and size > 70000:
             continue  # ~70 MB/s: the big sizes add nothing but time
@@ -83,13 +83,14 @@ def test_gcm_fast_matches_cffi(
         nonce = rng.randbytes(rng.choice((1, 8, 12, 13, 16, 60)))
         data = rng.randbytes(size)
         aad = rng.choice((None, b"", rng.randbytes(rng.randrange(1, 100))))
-        n0 = len(seals)
+        s0, o0 = seal.hits, open_.hits
         fast = g.encrypt(nonce, data, aad)
-        assert len(seals) == n0 + 1
+        assert seal.hits == s0 + 1
         slow = g.encrypt(bytearray(nonce), bytearray(data), None if aad is None else bytearray(aad))
+        assert seal.hits == s0 + 1  # buffers: the Python method (cffi)
         assert type(fast) is bytes and fast == slow and len(fast) == size + tl
         assert g.decrypt(nonce, fast, aad) == data == g.decrypt(memoryview(nonce), fast, aad)
-        assert len(opens) == n0 + 1
+        assert open_.hits == o0 + 1
         if tl == 16 and len(nonce) >= 8 and aad is not None:
             # An independent implementation, where it takes the parameters.
             from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -232,17 +233,18 @@ VC_ERR_INELIGIBLE = int(lib.VC_ERR_INELIGIBLE)
 
 def test_key_new_statuses_and_ownership() -> None:
     auto = int(lib.VC_PATH_AUTO)
-    assert _fastcall.gcm_key_new(bytes(15), auto) == VC_ERR_KEY_LENGTH
+    assert _fastcall.gcm_key_new(bytes(15), auto, 16) == VC_ERR_KEY_LENGTH
+    assert _fastcall.gcm_key_new(bytes(16), auto, 17) == VC_ERR_TAG_LENGTH
     assert _fastcall.cfb_key_new(bytes(33), 128, auto) == VC_ERR_KEY_LENGTH
     # CFB8 may never take a VAES path: refused here as in the cffi binding.
     assert _fastcall.cfb_key_new(bytes(16), 8, path_id("avx512")) in (
         VC_ERR_INELIGIBLE, VC_ERR_UNSUPPORTED)
-    ref = _fastcall.gcm_key_new(bytearray(32), auto)  # any buffer is accepted
+    ref = _fastcall.gcm_key_new(bytearray(32), auto, 16)  # any buffer is accepted
     assert type(ref) is _fastcall.KeyRef and ref.addr != 0
     with pytest.raises(TypeError):
         _fastcall.KeyRef()  # made only by *_key_new
     with pytest.raises(TypeError):
-        _fastcall.gcm_key_new(bytes(16))
+        _fastcall.gcm_key_new(bytes(16), auto)
     g = vaescrypt.AESGCM(bytes(32))
     assert g._addr == g._ref.addr == int(ffi.cast("uintptr_t", g._key))
 
@@ -281,6 +283,53 @@ def test_stream_keeps_its_key_alive() -> None:
     ct = enc.update(b"m" * 100) + enc.finalize()
     assert ct + enc.tag == vaescrypt.AESGCM(key).encrypt(bytes(12), b"m" * 100, None)
     assert cfb_enc.update(b"m" * 50) == vaescrypt.AESCFB(key).encrypt(bytes(16), b"m" * 50)
+
+
+def test_fast_method_behaves_like_the_python_method() -> None:
+    import inspect
+
+    enc = vaescrypt.AESGCM.encrypt
+    assert type(enc) is _fastcall.FastMethod
+    assert list(inspect.signature(enc).parameters) == [
+        "self", "nonce", "data", "associated_data"]
+    assert enc.__name__ == "encrypt" and enc.__qualname__ == "AESGCM.encrypt"
+    assert enc.__doc__ == "Ciphertext || tag."
+    g = vaescrypt.AESGCM(bytes(16), tag_length=12)
+    n, d = bytes(12), b"payload"
+    want = g.encrypt(bytearray(n), d, None)  # the Python method (cffi)
+    assert len(want) == len(d) + 12
+    h = enc.hits
+    assert g.encrypt(n, d, None) == want  # C
+    assert enc.hits == h + 1
+    # Keywords, the unbound form and a bound method object all agree.
+    assert g.encrypt(n, d, associated_data=None) == want
+    assert g.encrypt(nonce=n, data=d, associated_data=None) == want
+    assert vaescrypt.AESGCM.encrypt(g, n, d, None) == want
+    bound = g.encrypt
+    assert bound(n, d, None) == want and bound.__self__ is g
+    assert enc.hits == h + 3  # unbound and bound: positional bytes, so C
+
+    class Sub(vaescrypt.AESGCM):
+        pass
+
+    assert Sub(bytes(16), tag_length=12).encrypt(n, d, None) == want
+    # Not an AESGCM: the Python method reports it, nothing crashes.
+    with pytest.raises(AttributeError):
+        vaescrypt.AESGCM.encrypt(object(), n, d, None)
+    with pytest.raises(TypeError):
+        g.encrypt(n, d)  # missing argument: the Python method's TypeError
+    # Refusals are worded by the Python method, identically.
+    with pytest.raises(ValueError, match="nonce must be at least 1 byte"):
+        g.encrypt(b"", d, None)
+    with pytest.raises(vaescrypt.InvalidTag, match="shorter than the tag"):
+        g.decrypt(n, b"short", None)
+
+
+def test_fast_method_constructor_checks() -> None:
+    with pytest.raises(ValueError, match="unknown or unbound kind"):
+        _fastcall.FastMethod("cfb_encrypt", lambda *a: None)
+    with pytest.raises(TypeError, match="callable"):
+        _fastcall.FastMethod("gcm_seal", 3)
 
 
 # ----------------------------------------------------------- InvalidTag --
@@ -366,7 +415,7 @@ def _overlap_once(call: Callable[[], object]) -> tuple[float, float]:
 
 
 def _gil_cases() -> dict[str, tuple[Any, str, Callable[[], object]]]:
-    """name -> (module, fast-path function name, call)."""
+    """name -> (FastMethod or module, "hits" or fast-path function name, call)."""
     # The generic path (~70 MB/s GCM, ~20-90 MB/s CFB) makes a few MiB last
     # tens of milliseconds: long enough to see another thread run, cheap in memory.
     data = bytes(range(256)) * (16 * 1024)  # 4 MiB
@@ -374,8 +423,9 @@ def _gil_cases() -> dict[str, tuple[Any, str, Callable[[], object]]]:
     ct = g.encrypt(bytes(12), data, None)
     c = vaescrypt.AESCFB(bytes(32), impl="generic")
     return {
-        "gcm encrypt": (gcm, "_seal", lambda: g.encrypt(bytes(12), data, None)),
-        "gcm decrypt": (gcm, "_open", lambda: g.decrypt(bytes(12), ct, None)),
+        # GCM: the FastMethod (its hits count), CFB: the module's entry points.
+        "gcm encrypt": (vaescrypt.AESGCM.encrypt, "hits", lambda: g.encrypt(bytes(12), data, None)),
+        "gcm decrypt": (vaescrypt.AESGCM.decrypt, "hits", lambda: g.decrypt(bytes(12), ct, None)),
         "cfb128 encrypt": (cfb, "_fast_encrypt", lambda: c.encrypt(bytes(16), data[: 1 << 20])),
         "cfb128 decrypt": (cfb, "_fast_decrypt", lambda: c.decrypt(bytes(16), data)),
     }
@@ -402,8 +452,14 @@ def test_gil_probe_detects_a_held_gil() -> None:
 
 @pytest.mark.parametrize("name", list(_gil_cases()))
 def test_gil_released_for_large_inputs(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    module, fn_name, call = _gil_cases()[name]
-    fast = _counting(monkeypatch, module, fn_name)
-    best = _best_overlap(call)
+    owner, attr, call = _gil_cases()[name]
+    if attr == "hits":
+        h0 = owner.hits
+        best = _best_overlap(call)
+        fast = owner.hits > h0
+    else:
+        calls = _counting(monkeypatch, owner, attr)
+        best = _best_overlap(call)
+        fast = bool(calls)
     assert best > 0.5, f"{name}: the other thread ran during only {best:.0%} of the call"
     assert fast, "the call did not take the fast path"

@@ -60,7 +60,9 @@
 #include <Python.h>
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "vaescrypt.h"
 
@@ -328,16 +330,10 @@ static int gcm_args(PyObject *const *args, Py_ssize_t nargs, const char *name, v
  *     out: [ ciphertext: n bytes ][ tag: tag_len bytes ]
  *            ^ out                  ^ out + n
  */
-static PyObject *gcm_seal(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *seal_core(void *key, Py_ssize_t tl, const ro_arg *nonce, const ro_arg *data_,
+                           const ro_arg *aad_)
 {
-    (void)self;
-    void *key;
-    ro_arg nonce, data, aad;
-    Py_ssize_t tl;
-    if (check_bound(p_gcm_encrypt != NULL, "gcm_seal") ||
-        gcm_args(args, nargs, "gcm_seal", &key, &nonce, &data, &aad, &tl))
-        return NULL;
-
+    const ro_arg data = *data_, aad = *aad_;
     PyObject *out = NULL;
     int st;
     /* Sizes are checked before allocating: a bad tag length must not become
@@ -355,15 +351,28 @@ static PyObject *gcm_seal(PyObject *self, PyObject *const *args, Py_ssize_t narg
         } else {
             uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
             PyThreadState *ts = maybe_release(n, GCM_GIL_RELEASE_MIN);
-            st = p_gcm_encrypt(key, nonce.p, (size_t)nonce.len, aad.p, (size_t)aad.len, data.p,
+            st = p_gcm_encrypt(key, nonce->p, (size_t)nonce->len, aad.p, (size_t)aad.len, data.p,
                                o, (size_t)n, o + n, (size_t)tl);
             maybe_restore(ts);
         }
     }
+    return finish(out, st);
+}
+
+static PyObject *gcm_seal(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    void *key;
+    ro_arg nonce, data, aad;
+    Py_ssize_t tl;
+    if (check_bound(p_gcm_encrypt != NULL, "gcm_seal") ||
+        gcm_args(args, nargs, "gcm_seal", &key, &nonce, &data, &aad, &tl))
+        return NULL;
+    PyObject *r = seal_core(key, tl, &nonce, &data, &aad);
     ro_release(&aad);
     ro_release(&data);
     ro_release(&nonce);
-    return finish(out, st);
+    return r;
 }
 
 /*
@@ -376,16 +385,10 @@ static PyObject *gcm_seal(PyObject *self, PyObject *const *args, Py_ssize_t narg
  * zeroed the n bytes it wrote; the object is freed and only the status is
  * returned, so the caller never sees unauthenticated plaintext.
  */
-static PyObject *gcm_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *open_core(void *key, Py_ssize_t tl, const ro_arg *nonce, const ro_arg *data_,
+                           const ro_arg *aad_)
 {
-    (void)self;
-    void *key;
-    ro_arg nonce, data, aad;
-    Py_ssize_t tl;
-    if (check_bound(p_gcm_decrypt != NULL, "gcm_open") ||
-        gcm_args(args, nargs, "gcm_open", &key, &nonce, &data, &aad, &tl))
-        return NULL;
-
+    const ro_arg data = *data_, aad = *aad_;
     PyObject *out = NULL;
     int st;
     uint8_t sink[1]; /* out pointer for n == 0 (never write into b"") */
@@ -404,15 +407,28 @@ static PyObject *gcm_open(PyObject *self, PyObject *const *args, Py_ssize_t narg
             uint8_t *o = n ? (uint8_t *)PyBytes_AS_STRING(out) : sink;
             const uint8_t *in = data.p;
             PyThreadState *ts = maybe_release(n, GCM_GIL_RELEASE_MIN);
-            st = p_gcm_decrypt(key, nonce.p, (size_t)nonce.len, aad.p, (size_t)aad.len, in, o,
+            st = p_gcm_decrypt(key, nonce->p, (size_t)nonce->len, aad.p, (size_t)aad.len, in, o,
                                (size_t)n, in + n, (size_t)tl);
             maybe_restore(ts);
         }
     }
+    return finish(out, st);
+}
+
+static PyObject *gcm_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    void *key;
+    ro_arg nonce, data, aad;
+    Py_ssize_t tl;
+    if (check_bound(p_gcm_decrypt != NULL, "gcm_open") ||
+        gcm_args(args, nargs, "gcm_open", &key, &nonce, &data, &aad, &tl))
+        return NULL;
+    PyObject *r = open_core(key, tl, &nonce, &data, &aad);
     ro_release(&aad);
     ro_release(&data);
     ro_release(&nonce);
-    return finish(out, st);
+    return r;
 }
 
 /* ------------------------------------------------------------- AES-CFB -- */
@@ -491,6 +507,7 @@ typedef struct {
     PyObject_HEAD
     void *key;
     void (*free_key)(void *);
+    Py_ssize_t tag_len; /* GCM: the object's tag length (for FastMethod); CFB: 0 */
 } KeyRef;
 
 static void keyref_dealloc(PyObject *o)
@@ -532,6 +549,7 @@ static PyObject *keyref_new(void *key, void (*free_key)(void *))
     }
     r->key = key;
     r->free_key = free_key;
+    r->tag_len = 0;
     return (PyObject *)r;
 }
 
@@ -554,26 +572,34 @@ static int int_arg(PyObject *o, int *v)
     return 0;
 }
 
-/* gcm_key_new(key, impl) -> KeyRef | status   (vc_gcm_key_new's checks apply) */
+/* gcm_key_new(key, impl, tag_len) -> KeyRef | status   (vc_gcm_key_new's
+ * checks apply; tag_len, 1..16, is what the object's FastMethods use) */
 static PyObject *gcm_key_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
     if (check_bound(p_gcm_key_new != NULL, "gcm_key_new"))
         return NULL;
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "gcm_key_new takes 2 arguments (%zd given)", nargs);
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "gcm_key_new takes 3 arguments (%zd given)", nargs);
         return NULL;
     }
-    int impl;
+    int impl, tl;
     ro_arg key;
-    if (int_arg(args[1], &impl) || ro_get(args[0], &key, 0))
+    if (int_arg(args[1], &impl) || int_arg(args[2], &tl) || ro_get(args[0], &key, 0))
         return NULL;
+    if (tl < 1 || tl > 16) {
+        ro_release(&key);
+        return status_result(VC_ERR_TAG_LENGTH);
+    }
     vc_gcm_key *k = NULL;
     const int st = p_gcm_key_new(&k, key.p, (size_t)key.len, impl);
     ro_release(&key);
     if (st != VC_OK)
         return status_result(st);
-    return keyref_new(k, free_gcm_key);
+    PyObject *r = keyref_new(k, free_gcm_key);
+    if (r != NULL)
+        ((KeyRef *)r)->tag_len = tl;
+    return r;
 }
 
 /* cfb_key_new(key, segment_bits, impl) -> KeyRef | status */
@@ -598,6 +624,201 @@ static PyObject *cfb_key_new(PyObject *self, PyObject *const *args, Py_ssize_t n
     return keyref_new(k, free_cfb_key);
 }
 
+/* --------------------------------------------------------- FastMethod -- */
+
+/*
+ * AESGCM.encrypt / .decrypt as C methods.
+ *
+ * Even with gcm_seal in C, a Python-level method in front of it (a frame,
+ * three type checks, two attribute loads) cost ~90 ns a call: as much as the
+ * whole AES-GCM of a 64-byte message.  A FastMethod is a class attribute that
+ * behaves like a method defined in C:
+ *
+ *   g.encrypt(nonce, data, aad)
+ *     -> CPython sees Py_TPFLAGS_METHOD_DESCRIPTOR, skips binding and
+ *        vectorcalls the FastMethod with args = (g, nonce, data, aad)
+ *     -> fast case: no keywords, exact `bytes` (aad may be None), g._ref a
+ *        KeyRef: seal_core / open_core straight into a new `bytes`
+ *     -> anything else, and every refusal by the library: the Python
+ *        function it wraps (`slow`), called with the very same arguments.
+ *        That function is the complete method (buffer arguments, keywords,
+ *        the error wording), so the fast case only ever adds speed.
+ *
+ * On a GCM tag mismatch the fast case has already zeroed and freed its
+ * output; `slow` then checks the message again and raises InvalidTag.
+ */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    int op;          /* FM_SEAL / FM_OPEN */
+    PyObject *slow;  /* the complete Python method: slow(self, nonce, data, aad) */
+    long long hits;  /* calls answered by the fast case (tests read it) */
+} FastMethod;
+
+enum { FM_SEAL = 0, FM_OPEN = 1 };
+
+static PyObject *str_ref; /* interned "_ref" */
+
+/* The fast case; NULL with no exception set means "not for me". */
+static PyObject *fm_try(FastMethod *m, PyObject *const *args)
+{
+    PyObject *nonce = args[1], *data = args[2], *aad = args[3];
+    if (!PyBytes_CheckExact(nonce) || !PyBytes_CheckExact(data) ||
+        (aad != Py_None && !PyBytes_CheckExact(aad)))
+        return NULL;
+    PyObject *ref = PyObject_GetAttr(args[0], str_ref);
+    if (ref == NULL) {
+        PyErr_Clear(); /* not an AESGCM: let the Python method say so */
+        return NULL;
+    }
+    PyObject *r = NULL;
+    if (Py_IS_TYPE(ref, &KeyRef_Type) && ((KeyRef *)ref)->tag_len > 0) {
+        const KeyRef *k = (const KeyRef *)ref;
+        ro_arg n, d, a;
+        /* exact bytes / None: ro_get exports no buffer and cannot fail */
+        ro_get(nonce, &n, 0);
+        ro_get(data, &d, 1);
+        ro_get(aad, &a, 1);
+        r = m->op == FM_SEAL ? seal_core(k->key, k->tag_len, &n, &d, &a)
+                             : open_core(k->key, k->tag_len, &n, &d, &a);
+        if (r != NULL && PyLong_CheckExact(r)) { /* refused: the slow path words it */
+            Py_DECREF(r);
+            r = NULL;
+        } else if (r != NULL) {
+            m->hits++;
+        }
+    }
+    Py_DECREF(ref);
+    return r;
+}
+
+static PyObject *fm_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames)
+{
+    FastMethod *m = (FastMethod *)callable;
+    if (kwnames == NULL && PyVectorcall_NARGS(nargsf) == 4) {
+        PyObject *r = fm_try(m, args);
+        if (r != NULL || PyErr_Occurred())
+            return r; /* the result, or MemoryError */
+    }
+    return PyObject_Vectorcall(m->slow, args, nargsf, kwnames);
+}
+
+static PyObject *fm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    const char *kind;
+    PyObject *slow;
+    static char *kwlist[] = {"kind", "slow", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sO:FastMethod", kwlist, &kind, &slow))
+        return NULL;
+    int op;
+    if (strcmp(kind, "gcm_seal") == 0 && p_gcm_encrypt != NULL)
+        op = FM_SEAL;
+    else if (strcmp(kind, "gcm_open") == 0 && p_gcm_decrypt != NULL)
+        op = FM_OPEN;
+    else {
+        PyErr_Format(PyExc_ValueError, "FastMethod: unknown or unbound kind %s", kind);
+        return NULL;
+    }
+    if (!PyCallable_Check(slow)) {
+        PyErr_SetString(PyExc_TypeError, "FastMethod: slow must be callable");
+        return NULL;
+    }
+    FastMethod *m = (FastMethod *)type->tp_alloc(type, 0);
+    if (m == NULL)
+        return NULL;
+    m->vectorcall = fm_vectorcall;
+    m->op = op;
+    m->hits = 0;
+    Py_INCREF(slow);
+    m->slow = slow;
+    return (PyObject *)m;
+}
+
+static int fm_traverse(PyObject *o, visitproc visit, void *arg)
+{
+    Py_VISIT(((FastMethod *)o)->slow);
+    return 0;
+}
+
+static int fm_clear(PyObject *o)
+{
+    Py_CLEAR(((FastMethod *)o)->slow);
+    return 0;
+}
+
+static void fm_dealloc(PyObject *o)
+{
+    PyObject_GC_UnTrack(o);
+    fm_clear(o);
+    Py_TYPE(o)->tp_free(o);
+}
+
+/* Attribute access without a call (g.encrypt): a bound method, as for a
+ * Python function; on the class (AESGCM.encrypt): the descriptor itself. */
+static PyObject *fm_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    if (obj == NULL || obj == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, obj);
+}
+
+/* help() and inspect see the wrapped Python method. */
+static PyObject *fm_slow_attr(PyObject *o, void *name)
+{
+    PyObject *slow = ((FastMethod *)o)->slow;
+    if (name == NULL) {
+        Py_INCREF(slow);
+        return slow;
+    }
+    return PyObject_GetAttrString(slow, (const char *)name);
+}
+
+static PyObject *fm_hits(PyObject *o, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLongLong(((FastMethod *)o)->hits);
+}
+
+static PyObject *fm_repr(PyObject *o)
+{
+    PyObject *q = PyObject_GetAttrString(((FastMethod *)o)->slow, "__qualname__");
+    if (q == NULL)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("<fast method %S>", q);
+    Py_DECREF(q);
+    return r;
+}
+
+static PyGetSetDef fm_getset[] = {
+    {"__wrapped__", fm_slow_attr, NULL, "the Python method this one speeds up", NULL},
+    {"__doc__", fm_slow_attr, NULL, NULL, "__doc__"},
+    {"__name__", fm_slow_attr, NULL, NULL, "__name__"},
+    {"__qualname__", fm_slow_attr, NULL, NULL, "__qualname__"},
+    {"hits", fm_hits, NULL, "calls answered by the C fast case", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject FastMethod_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "vaescrypt._fastcall.FastMethod",
+    .tp_basicsize = sizeof(FastMethod),
+    .tp_dealloc = fm_dealloc,
+    .tp_repr = fm_repr,
+    .tp_vectorcall_offset = offsetof(FastMethod, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_traverse = fm_traverse,
+    .tp_clear = fm_clear,
+    .tp_getset = fm_getset,
+    .tp_descr_get = fm_descr_get,
+    .tp_new = fm_new,
+};
+
 /* ---------------------------------------------------------------- module -- */
 
 static PyMethodDef fastcall_methods[] = {
@@ -610,7 +831,7 @@ static PyMethodDef fastcall_methods[] = {
     {"bind_cfb_key", (PyCFunction)(void (*)(void))bind_cfb_key, METH_FASTCALL,
      "bind_cfb_key(new_addr, free_addr): addresses of vc_cfb_key_new/free."},
     {"gcm_key_new", (PyCFunction)(void (*)(void))gcm_key_new, METH_FASTCALL,
-     "gcm_key_new(key, impl) -> KeyRef owning a new GCM key, or a vc_status int."},
+     "gcm_key_new(key, impl, tag_len) -> KeyRef owning a new GCM key, or a vc_status int."},
     {"cfb_key_new", (PyCFunction)(void (*)(void))cfb_key_new, METH_FASTCALL,
      "cfb_key_new(key, segment_bits, impl) -> KeyRef owning a new CFB key, or a vc_status int."},
     {"gcm_seal", (PyCFunction)(void (*)(void))gcm_seal, METH_FASTCALL,
@@ -634,7 +855,9 @@ static struct PyModuleDef fastcall_module = {
 
 PyMODINIT_FUNC PyInit__fastcall(void)
 {
-    if (PyType_Ready(&KeyRef_Type) < 0)
+    if (PyType_Ready(&KeyRef_Type) < 0 || PyType_Ready(&FastMethod_Type) < 0)
+        return NULL;
+    if (str_ref == NULL && (str_ref = PyUnicode_InternFromString("_ref")) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&fastcall_module);
     if (m == NULL)
@@ -642,6 +865,12 @@ PyMODINIT_FUNC PyInit__fastcall(void)
     Py_INCREF(&KeyRef_Type);
     if (PyModule_AddObject(m, "KeyRef", (PyObject *)&KeyRef_Type) < 0) {
         Py_DECREF(&KeyRef_Type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&FastMethod_Type);
+    if (PyModule_AddObject(m, "FastMethod", (PyObject *)&FastMethod_Type) < 0) {
+        Py_DECREF(&FastMethod_Type);
         Py_DECREF(m);
         return NULL;
     }

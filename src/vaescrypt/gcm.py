@@ -53,7 +53,7 @@ class AESGCM:
         ):
             # Fast path: nothing left to check in Python.  A bad
             # VAESCRYPT_CPU_MASK comes back as VC_ERR_CPU_MASK -> CpuMaskError.
-            ref = _new_key(key, _PATH_AUTO)
+            ref = _new_key(key, _PATH_AUTO, tag_length)
             if type(ref) is int:
                 raise_for_status(ref, "AESGCM(impl=None)")
         else:
@@ -64,7 +64,7 @@ class AESGCM:
                 raise ValueError(f"GCM tag_length must be 4, 8 or 12..16 bytes, got {tag_length}")
             impl_code = impl_id(impl)
             check_mask()
-            ref = _new_key(kview, impl_code)
+            ref = _new_key(kview, impl_code, tag_length)
             if type(ref) is int:
                 raise_for_status(ref, f"AESGCM(impl={impl!r})")
         # ref (a _fastcall.KeyRef) owns the native key and frees it with this
@@ -92,6 +92,10 @@ class AESGCM:
         raise_for_status(min(code, 0), f"AESGCM {direction}")
         return path_name(code)
 
+    # encrypt / decrypt: the Python methods below are complete (any buffer,
+    # keywords, every error); the FastMethod wrappers after them answer the
+    # common call -- exact bytes, positional -- in C without a Python frame,
+    # and hand everything else, refusals included, to the Python method.
     def encrypt(
         self,
         nonce: bytes | bytearray | memoryview,
@@ -99,10 +103,10 @@ class AESGCM:
         associated_data: bytes | bytearray | memoryview | None,
     ) -> bytes:
         """Ciphertext || tag."""
-        # Fast path (exact bytes / None AAD): one METH_FASTCALL call that
-        # reads the bytes in place and returns the new ciphertext || tag, or
-        # the library's status as an int, diagnosed afterwards (_fail) with
-        # the general path's wording.  Everything else takes _encrypt_views.
+        # Exact bytes / None AAD: one METH_FASTCALL call that reads the bytes
+        # in place and returns the new ciphertext || tag, or the library's
+        # status as an int, diagnosed afterwards (_fail) with the general
+        # path's wording.  Everything else takes _encrypt_views.
         aad = b"" if associated_data is None else associated_data
         if type(nonce) is not bytes or type(data) is not bytes or type(aad) is not bytes:
             return self._encrypt_views(nonce, data, associated_data)
@@ -135,8 +139,8 @@ class AESGCM:
         aad = b"" if associated_data is None else associated_data
         if type(nonce) is not bytes or type(data) is not bytes or type(aad) is not bytes:
             return self._decrypt_views(nonce, data, associated_data)
-        # Fast path: see encrypt().  On a tag mismatch C has zeroed and freed
-        # the would-be plaintext; only the status comes back.
+        # Exact bytes: see encrypt().  On a tag mismatch C has zeroed and
+        # freed the would-be plaintext; only the status comes back.
         out = _open(self._addr, nonce, data, aad, self._tag_length)
         if type(out) is int:
             if len(data) < self._tag_length:
@@ -158,6 +162,9 @@ class AESGCM:
             cbuf(dv[n:]), self._tag_length,
         )
         return result(sc, st, n, "AESGCM.decrypt")
+
+    encrypt = _fastcall.FastMethod("gcm_seal", encrypt)  # type: ignore[assignment]
+    decrypt = _fastcall.FastMethod("gcm_open", decrypt)  # type: ignore[assignment]
 
     @staticmethod
     def _fail(what: str, status: int, nonce: bytes) -> NoReturn:
