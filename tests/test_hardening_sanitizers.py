@@ -2,8 +2,8 @@
 
 vaescrypt._native is rebuilt with VAESCRYPT_SANITIZE=1 into a temporary
 directory (tests/hardening/sanitized_build.py) and a child pytest runs the NIST
-vector, differential and authentication tests (tests/test_vaescrypt_cavp.py,
-_differential.py, _auth.py) against it with gcc's libasan preloaded,
+vector, differential, authentication and C-API fast-path tests
+(tests/test_vaescrypt_cavp.py, _differential.py, _auth.py, _fastcall.py) against it with gcc's libasan preloaded,
 PYTHONMALLOC=malloc (so ASan knows the bounds of every Python buffer),
 ASAN_OPTIONS=detect_leaks=0 (the interpreter leaks by design) and
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1.  Any sanitizer report fails
@@ -27,8 +27,11 @@ from hardening import sanitized_build
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
+# The NIST vectors, the differential tests and the authentication tests
+# drive the library; the _fastcall tests drive the CPython extension's own C
+# (key references, the one-shot entry points, the C methods).
 LIBRARY_TESTS = ["tests/test_vaescrypt_cavp.py", "tests/test_vaescrypt_differential.py",
-                 "tests/test_vaescrypt_auth.py"]
+                 "tests/test_vaescrypt_auth.py", "tests/test_vaescrypt_fastcall.py"]
 REPORT = re.compile(r"ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer"
                     r"|UndefinedBehaviorSanitizer")
 
@@ -89,9 +92,13 @@ def test_library_tests_clean_under_asan_ubsan(sanitized: tuple[Path, Path]) -> N
     if missing:
         pytest.fail(f"library test files missing: {missing}")
     cases = os.environ.get("VAESCRYPT_SANITIZE_CASES", "100")
-    probe = _run(["-c", "import vaescrypt._native as n; print(n.__file__)"], pkg, logs, 60)
-    assert probe.returncode == 0 and probe.stdout.strip().startswith(str(pkg)), (
-        f"child did not load the sanitized extension: {probe.stdout}{probe.stderr[-2000:]}")
+    code = ("import vaescrypt._native as n, vaescrypt._fastcall as f; "
+            "print(n.__file__); print(f.__file__)")
+    probe = _run(["-c", code], pkg, logs, 60)
+    files = probe.stdout.split()
+    assert probe.returncode == 0 and len(files) == 2 and all(
+        f.startswith(str(pkg)) for f in files), (
+        f"child did not load the sanitized extensions: {probe.stdout}{probe.stderr[-2000:]}")
     proc = _run(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:sdematrix",
                  "-p", "no:benchmark", "-p", "no:xdist", *LIBRARY_TESTS],
                 pkg, logs, timeout=900, extra_env={"VAESCRYPT_DIFF_CASES": cases})
