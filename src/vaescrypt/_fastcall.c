@@ -330,10 +330,9 @@ static int gcm_args(PyObject *const *args, Py_ssize_t nargs, const char *name, v
  *     out: [ ciphertext: n bytes ][ tag: tag_len bytes ]
  *            ^ out                  ^ out + n
  */
-static PyObject *seal_core(void *key, Py_ssize_t tl, const ro_arg *nonce, const ro_arg *data_,
-                           const ro_arg *aad_)
+static PyObject *seal_core(void *key, Py_ssize_t tl, const ro_arg *nonce, const ro_arg *data,
+                           const ro_arg *aad)
 {
-    const ro_arg data = *data_, aad = *aad_;
     PyObject *out = NULL;
     int st;
     /* Sizes are checked before allocating: a bad tag length must not become
@@ -341,17 +340,17 @@ static PyObject *seal_core(void *key, Py_ssize_t tl, const ro_arg *nonce, const 
      * an over-long message must not cost a huge allocation to be refused. */
     if (tl < 1 || tl > 16) {
         st = VC_ERR_TAG_LENGTH;
-    } else if ((uint64_t)data.len > VC_GCM_MAX_DATA) {
+    } else if ((uint64_t)data->len > VC_GCM_MAX_DATA) {
         st = VC_ERR_DATA_LENGTH;
     } else {
-        Py_ssize_t n = data.len;
+        Py_ssize_t n = data->len;
         out = PyBytes_FromStringAndSize(NULL, n + tl); /* n + tl >= 1: a fresh object */
         if (out == NULL) {
             st = VC_ERR_NOMEM; /* MemoryError is set and propagates */
         } else {
             uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
             PyThreadState *ts = maybe_release(n, GCM_GIL_RELEASE_MIN);
-            st = p_gcm_encrypt(key, nonce->p, (size_t)nonce->len, aad.p, (size_t)aad.len, data.p,
+            st = p_gcm_encrypt(key, nonce->p, (size_t)nonce->len, aad->p, (size_t)aad->len, data->p,
                                o, (size_t)n, o + n, (size_t)tl);
             maybe_restore(ts);
         }
@@ -359,20 +358,29 @@ static PyObject *seal_core(void *key, Py_ssize_t tl, const ro_arg *nonce, const 
     return finish(out, st);
 }
 
-static PyObject *gcm_seal(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* Shared by the two module-level entry points: parse, run the core, release. */
+typedef PyObject *(*gcm_core_fn)(void *, Py_ssize_t, const ro_arg *, const ro_arg *,
+                                 const ro_arg *);
+
+static PyObject *gcm_entry(PyObject *const *args, Py_ssize_t nargs, const char *name, int bound,
+                           gcm_core_fn core)
 {
-    (void)self;
     void *key;
     ro_arg nonce, data, aad;
     Py_ssize_t tl;
-    if (check_bound(p_gcm_encrypt != NULL, "gcm_seal") ||
-        gcm_args(args, nargs, "gcm_seal", &key, &nonce, &data, &aad, &tl))
+    if (check_bound(bound, name) || gcm_args(args, nargs, name, &key, &nonce, &data, &aad, &tl))
         return NULL;
-    PyObject *r = seal_core(key, tl, &nonce, &data, &aad);
+    PyObject *r = core(key, tl, &nonce, &data, &aad);
     ro_release(&aad);
     ro_release(&data);
     ro_release(&nonce);
     return r;
+}
+
+static PyObject *gcm_seal(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    return gcm_entry(args, nargs, "gcm_seal", p_gcm_encrypt != NULL, seal_core);
 }
 
 /*
@@ -385,29 +393,28 @@ static PyObject *gcm_seal(PyObject *self, PyObject *const *args, Py_ssize_t narg
  * zeroed the n bytes it wrote; the object is freed and only the status is
  * returned, so the caller never sees unauthenticated plaintext.
  */
-static PyObject *open_core(void *key, Py_ssize_t tl, const ro_arg *nonce, const ro_arg *data_,
-                           const ro_arg *aad_)
+static PyObject *open_core(void *key, Py_ssize_t tl, const ro_arg *nonce, const ro_arg *data,
+                           const ro_arg *aad)
 {
-    const ro_arg data = *data_, aad = *aad_;
     PyObject *out = NULL;
     int st;
     uint8_t sink[1]; /* out pointer for n == 0 (never write into b"") */
     if (tl < 1 || tl > 16) {
         st = VC_ERR_TAG_LENGTH;
-    } else if (data.len < tl) {
+    } else if (data->len < tl) {
         st = VC_ERR_AUTH;
-    } else if ((uint64_t)(data.len - tl) > VC_GCM_MAX_DATA) {
+    } else if ((uint64_t)(data->len - tl) > VC_GCM_MAX_DATA) {
         st = VC_ERR_DATA_LENGTH;
     } else {
-        Py_ssize_t n = data.len - tl;
+        Py_ssize_t n = data->len - tl;
         out = PyBytes_FromStringAndSize(NULL, n);
         if (out == NULL) {
             st = VC_ERR_NOMEM;
         } else {
             uint8_t *o = n ? (uint8_t *)PyBytes_AS_STRING(out) : sink;
-            const uint8_t *in = data.p;
+            const uint8_t *in = data->p;
             PyThreadState *ts = maybe_release(n, GCM_GIL_RELEASE_MIN);
-            st = p_gcm_decrypt(key, nonce->p, (size_t)nonce->len, aad.p, (size_t)aad.len, in, o,
+            st = p_gcm_decrypt(key, nonce->p, (size_t)nonce->len, aad->p, (size_t)aad->len, in, o,
                                (size_t)n, in + n, (size_t)tl);
             maybe_restore(ts);
         }
@@ -418,17 +425,7 @@ static PyObject *open_core(void *key, Py_ssize_t tl, const ro_arg *nonce, const 
 static PyObject *gcm_open(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    void *key;
-    ro_arg nonce, data, aad;
-    Py_ssize_t tl;
-    if (check_bound(p_gcm_decrypt != NULL, "gcm_open") ||
-        gcm_args(args, nargs, "gcm_open", &key, &nonce, &data, &aad, &tl))
-        return NULL;
-    PyObject *r = open_core(key, tl, &nonce, &data, &aad);
-    ro_release(&aad);
-    ro_release(&data);
-    ro_release(&nonce);
-    return r;
+    return gcm_entry(args, nargs, "gcm_open", p_gcm_decrypt != NULL, open_core);
 }
 
 /* ------------------------------------------------------------- AES-CFB -- */
@@ -572,27 +569,34 @@ static int int_arg(PyObject *o, int *v)
     return 0;
 }
 
+/* (key, int a, int b), as both key constructors take them: 0, or -1 with an
+ * exception set.  The key buffer is held on success (ro_release it). */
+static int key_args(PyObject *const *args, Py_ssize_t nargs, const char *name, int bound,
+                    ro_arg *key, int *a, int *b)
+{
+    if (check_bound(bound, name))
+        return -1;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "%s takes 3 arguments (%zd given)", name, nargs);
+        return -1;
+    }
+    if (int_arg(args[1], a) || int_arg(args[2], b))
+        return -1;
+    return ro_get(args[0], key, 0);
+}
+
 /* gcm_key_new(key, impl, tag_len) -> KeyRef | status   (vc_gcm_key_new's
  * checks apply; tag_len, 1..16, is what the object's FastMethods use) */
 static PyObject *gcm_key_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_bound(p_gcm_key_new != NULL, "gcm_key_new"))
-        return NULL;
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "gcm_key_new takes 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
     int impl, tl;
     ro_arg key;
-    if (int_arg(args[1], &impl) || int_arg(args[2], &tl) || ro_get(args[0], &key, 0))
+    if (key_args(args, nargs, "gcm_key_new", p_gcm_key_new != NULL, &key, &impl, &tl))
         return NULL;
-    if (tl < 1 || tl > 16) {
-        ro_release(&key);
-        return status_result(VC_ERR_TAG_LENGTH);
-    }
     vc_gcm_key *k = NULL;
-    const int st = p_gcm_key_new(&k, key.p, (size_t)key.len, impl);
+    const int st = tl < 1 || tl > 16 ? VC_ERR_TAG_LENGTH
+                                     : p_gcm_key_new(&k, key.p, (size_t)key.len, impl);
     ro_release(&key);
     if (st != VC_OK)
         return status_result(st);
@@ -606,15 +610,9 @@ static PyObject *gcm_key_new(PyObject *self, PyObject *const *args, Py_ssize_t n
 static PyObject *cfb_key_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (check_bound(p_cfb_key_new != NULL, "cfb_key_new"))
-        return NULL;
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "cfb_key_new takes 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
     int seg, impl;
     ro_arg key;
-    if (int_arg(args[1], &seg) || int_arg(args[2], &impl) || ro_get(args[0], &key, 0))
+    if (key_args(args, nargs, "cfb_key_new", p_cfb_key_new != NULL, &key, &seg, &impl))
         return NULL;
     vc_cfb_key *k = NULL;
     const int st = p_cfb_key_new(&k, key.p, (size_t)key.len, seg, impl);
