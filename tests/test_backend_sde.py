@@ -79,6 +79,37 @@ def test_cannot_run_without_chip():
     assert "no chip model" in (b.cannot_run(model("amd", None)) or "")
 
 
+def test_chip_knobs_from_help(tmp_path):
+    b = SdeBackend(environ=double_env(tmp_path))
+    chips = b.chip_knobs()
+    assert chips is not None and {"spr", "gnr256", "dmr", "wsm"} <= chips
+    assert b.cannot_run(SPR) is None
+
+
+def test_model_whose_chip_this_sde_lacks_is_refused(tmp_path):
+    """An older SDE (no -dmr): the model is refused up front with a reason
+    naming the knob and the version, not run into "unknown knob" errors."""
+    env = double_env(tmp_path, SDE_DOUBLE_CHIPS="wsm,snb,spr", SDE_DOUBLE_VERSION="9.21.1")
+    b = SdeBackend(environ=env)
+    why = b.cannot_run(model("dmr", "dmr"))
+    assert why == ("SDE 9.21.1 external has no -dmr chip knob for dmr (DMR); "
+                   "its -help lists 3 chips")
+    assert b.cannot_run(SPR) is None
+    assert logged(tmp_path).count(["-help"]) == 1  # asked once per backend object
+    # The double refuses the knob too, as SDE would: the check is not moot.
+    res = b.run(Cell("dmr", "gcm", "encrypt", 128, 64), model("dmr", "dmr"),
+                fake_probe_command(CELL, 1), tmp_path, 30)
+    assert res.status == "error"
+
+
+def test_unreadable_help_refuses_nothing(tmp_path):
+    fake = tmp_path / "sde64"
+    fake.write_text("#!/bin/sh\necho 'some other help format'\n")
+    fake.chmod(0o755)
+    b = SdeBackend(sde_path=fake, environ={"PATH": ""})
+    assert b.chip_knobs() is None and b.cannot_run(model("dmr", "dmr")) is None
+
+
 def test_protocol():
     assert isinstance(SdeBackend(environ={"PATH": ""}), Backend)
 

@@ -269,6 +269,14 @@ def parse_chip_check(text: str) -> list[Violation]:
 # --------------------------------------------------------------------------
 
 _VERSION = re.compile(r"Version:\s*(?P<v>[0-9][^\s]*(?:\s+external)?)", re.IGNORECASE)
+# One chip knob per line of `sde64 -help`, e.g.
+#   "     -spr                Set chip-check and CPUID for Intel(R) Sapphire Rapids CPU"
+_CHIP_KNOB = re.compile(r"^\s*-(?P<chip>[A-Za-z0-9_]+)\s+Set chip-check and CPUID for", re.MULTILINE)
+
+
+def parse_chip_knobs(help_text: str) -> set[str]:
+    """The chip names an SDE's -help output offers (empty: none recognised)."""
+    return {m["chip"] for m in _CHIP_KNOB.finditer(help_text)}
 
 
 class SdeBackend:
@@ -283,6 +291,8 @@ class SdeBackend:
         self._environ = dict(os.environ if environ is None else environ)
         self._version: str | None = None
         self._version_done = False
+        self._chips: set[str] | None = None
+        self._chips_done = False
 
     # discovery ------------------------------------------------------------
     def executable(self) -> Path | None:
@@ -329,9 +339,32 @@ class SdeBackend:
             self._version = first[0][:80] if first else None
         return self._version
 
+    def chip_knobs(self) -> set[str] | None:
+        """The chip knobs this SDE offers, from its -help; None when the list
+        cannot be read (no SDE, or help text in an unknown format): then
+        nothing is refused up front and SDE itself has the last word."""
+        if self._chips_done:
+            return self._chips
+        self._chips_done = True
+        exe = self.executable()
+        if exe is None:
+            return None
+        try:
+            res = run_process([str(exe), "-help"], env=self._environ, timeout=60)
+        except OSError:
+            return None
+        self._chips = parse_chip_knobs(res.stdout + "\n" + res.stderr) or None
+        return self._chips
+
     def cannot_run(self, model: CpuModel) -> str | None:
         if model.sde_chip is None:
             return f"SDE has no chip model for {model.name} ({model.title})"
+        chips = self.chip_knobs()
+        if chips is not None and model.sde_chip not in chips:
+            # An older SDE than the matrix expects (e.g. no -dmr): say so
+            # instead of letting every cell of the model die on "unknown knob".
+            return (f"SDE {self.version() or '(unknown version)'} has no -{model.sde_chip} chip "
+                    f"knob for {model.name} ({model.title}); its -help lists {len(chips)} chips")
         return None
 
     # one cell ------------------------------------------------------------
