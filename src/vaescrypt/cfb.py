@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import Any
 
 from vaescrypt import _fastcall
 from vaescrypt._buffers import as_view, cbuf, writable_view
-from vaescrypt._errors import StreamStateError, check_mask, raise_for_status
-from vaescrypt._key import check_key, function_address
-from vaescrypt._names import dir_id, impl_id, path_name
+from vaescrypt._errors import StreamStateError, raise_for_status
+from vaescrypt._key import bind, make_key
+from vaescrypt._names import dir_id, path_name
 from vaescrypt._native import ffi, lib
 from vaescrypt._scratch import U8, result, take
 
@@ -16,17 +16,20 @@ from vaescrypt._scratch import U8, result, take
 _cfb_encrypt = lib.vc_cfb_encrypt
 _cfb_decrypt = lib.vc_cfb_decrypt
 
-# The C-API fast path (see _fastcall.c) calls the library functions inside
-# _native, whose addresses it gets here: one library in the process.
-_fastcall.bind_cfb(function_address("vc_cfb_encrypt"), function_address("vc_cfb_decrypt"))
-_fastcall.bind_cfb_key(function_address("vc_cfb_key_new"), function_address("vc_cfb_key_free"))
-_new_key = _fastcall.cfb_key_new
 _KEY_P = ffi.typeof("vc_cfb_key *")
-_PATH_AUTO = int(lib.VC_PATH_AUTO)
-_fast_encrypt = _fastcall.cfb_encrypt
-_fast_decrypt = _fastcall.cfb_decrypt
+
+# _fastcall (keys, the C methods) calls the library functions inside
+# _native, whose addresses it gets here: one library in the process.
+bind("cfb")
 
 SEGMENT_SIZES = (128, 8, 1)
+
+
+def _check_segment_size(segment_size: object) -> None:
+    if not isinstance(segment_size, int) or isinstance(segment_size, bool):
+        raise TypeError("segment_size must be an int")
+    if segment_size not in SEGMENT_SIZES:
+        raise ValueError(f"segment_size must be 128, 8 or 1, got {segment_size}")
 
 
 def _check_iv(iv: object) -> memoryview:
@@ -47,32 +50,17 @@ class AESCFB:
     def __init__(
         self, key: bytes | bytearray | memoryview, segment_size: int = 128, impl: str | None = None
     ) -> None:
-        if (
-            type(key) is bytes and impl is None and type(segment_size) is int
-            and segment_size in SEGMENT_SIZES and len(key) in (16, 24, 32)
-        ):
-            # Fast path, as in AESGCM: a bad VAESCRYPT_CPU_MASK comes back as
-            # VC_ERR_CPU_MASK -> CpuMaskError.
-            ref = _new_key(key, segment_size, _PATH_AUTO)
-        else:
-            kview = check_key("AESCFB", key)
-            if not isinstance(segment_size, int) or isinstance(segment_size, bool):
-                raise TypeError("segment_size must be an int")
-            if segment_size not in SEGMENT_SIZES:
-                raise ValueError(f"segment_size must be 128, 8 or 1, got {segment_size}")
-            impl_code = impl_id(impl)
-            check_mask()
-            ref = _new_key(kview, segment_size, impl_code)
-        if type(ref) is int:
-            raise_for_status(ref, f"AESCFB(segment_size={segment_size}, impl={impl!r})")
-        # ref (a _fastcall.KeyRef) owns the native key and frees it with this
-        # object.  _key is the cffi view of it (borrowed), for the cffi calls.
-        self._ref = ref
-        self._key: Any = ffi.cast(_KEY_P, ref.addr)
+        # _ref (a _fastcall.KeyRef) owns the native key and frees it with
+        # this object; the C methods read the key and segment size from it.
+        self._ref = make_key(_fastcall.KEY_CFB, "AESCFB", key, impl, "segment_size",
+                             segment_size, SEGMENT_SIZES, _check_segment_size)
         self._segment_size = segment_size
-        # The key's address for _fastcall, or 0 for CFB1, whose lengths are
-        # bit counts: never on the fast path.
-        self._addr = ref.addr if segment_size != 1 else 0
+
+    @property
+    def _key(self) -> Any:
+        """The key as a cffi pointer, for the calls that go through cffi
+        (the general methods, streams, path()).  Borrowed: self owns it."""
+        return ffi.cast(_KEY_P, self._ref.addr)
 
     @property
     def segment_size(self) -> int:
@@ -98,7 +86,6 @@ class AESCFB:
         return bits, (bits + 7) // 8
 
     def _one_shot(self, fn: Any, iv: object, data: object, bits: int | None) -> bytes:
-        """encrypt()/decrypt() for views, CFB1, bits= and argument errors."""
         ivv = _check_iv(iv)
         dv = as_view("data", data)
         clen, nout = self._length(dv, bits)
@@ -106,22 +93,16 @@ class AESCFB:
         st = fn(self._key, cbuf(ivv), cbuf(dv), sc[U8], clen)
         return result(sc, st, nout, "AESCFB")
 
+    # encrypt / decrypt: complete Python methods (views, CFB1 and bits=, every
+    # error) through cffi; the FastMethods after them answer the common call
+    # -- CFB128/CFB8, positional buffer arguments -- in C, as in AESGCM.
     def encrypt(
         self,
         iv: bytes | bytearray | memoryview,
         data: bytes | bytearray | memoryview,
         bits: int | None = None,
     ) -> bytes:
-        # Fast path (CFB128/CFB8, exact bytes): one METH_FASTCALL call that
-        # returns the new bytes, or the library's status as an int (the IV
-        # length is checked in C), diagnosed by _fail with the general path's
-        # wording.  Everything else takes _one_shot.
-        if type(iv) is not bytes or type(data) is not bytes or bits is not None or not self._addr:
-            return self._one_shot(_cfb_encrypt, iv, data, bits)
-        out = _fast_encrypt(self._addr, iv, data)
-        if type(out) is int:
-            self._fail(out, iv)
-        return out
+        return self._one_shot(_cfb_encrypt, iv, data, bits)
 
     def decrypt(
         self,
@@ -129,19 +110,10 @@ class AESCFB:
         data: bytes | bytearray | memoryview,
         bits: int | None = None,
     ) -> bytes:
-        if type(iv) is not bytes or type(data) is not bytes or bits is not None or not self._addr:
-            return self._one_shot(_cfb_decrypt, iv, data, bits)
-        out = _fast_decrypt(self._addr, iv, data)
-        if type(out) is int:
-            self._fail(out, iv)
-        return out
+        return self._one_shot(_cfb_decrypt, iv, data, bits)
 
-    @staticmethod
-    def _fail(status: int, iv: bytes) -> NoReturn:
-        """The error for a failed fast-path call, with _one_shot's wording."""
-        _check_iv(iv)
-        raise_for_status(status, "AESCFB")
-        raise AssertionError("unreachable: a nonzero status always raises")
+    encrypt = _fastcall.FastMethod("cfb_encrypt", encrypt)  # type: ignore[assignment]
+    decrypt = _fastcall.FastMethod("cfb_decrypt", decrypt)  # type: ignore[assignment]
 
     def encryptor(self, iv: bytes | bytearray | memoryview) -> CfbStream:
         return CfbStream(self, 0, iv)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import Any
 
 from vaescrypt import _fastcall
 from vaescrypt._buffers import as_view, cbuf, writable_view
-from vaescrypt._errors import InvalidTag, StreamStateError, check_mask, raise_for_status
-from vaescrypt._key import check_key, function_address
-from vaescrypt._names import impl_id, path_name
+from vaescrypt._errors import InvalidTag, StreamStateError, raise_for_status
+from vaescrypt._key import bind, make_key
+from vaescrypt._names import path_name
 from vaescrypt._native import ffi, lib
 from vaescrypt._scratch import U8, at, result, take
 
@@ -17,17 +17,19 @@ _gcm_encrypt = lib.vc_gcm_encrypt
 _gcm_decrypt = lib.vc_gcm_decrypt
 _KEY_P = ffi.typeof("vc_gcm_key *")
 _cast = ffi.cast
-_PATH_AUTO = int(lib.VC_PATH_AUTO)
 
-# The C-API fast path (see _fastcall.c) calls the library functions inside
+# _fastcall (keys, the C methods) calls the library functions inside
 # _native, whose addresses it gets here: one library in the process.
-_fastcall.bind_gcm(function_address("vc_gcm_encrypt"), function_address("vc_gcm_decrypt"))
-_fastcall.bind_gcm_key(function_address("vc_gcm_key_new"), function_address("vc_gcm_key_free"))
-_new_key = _fastcall.gcm_key_new
-_seal = _fastcall.gcm_seal
-_open = _fastcall.gcm_open
+bind("gcm")
 
 TAG_LENGTHS = (4, 8, 12, 13, 14, 15, 16)
+
+
+def _check_tag_length(tag_length: object) -> None:
+    if not isinstance(tag_length, int) or isinstance(tag_length, bool):
+        raise TypeError("tag_length must be an int")
+    if tag_length not in TAG_LENGTHS:
+        raise ValueError(f"GCM tag_length must be 4, 8 or 12..16 bytes, got {tag_length}")
 
 
 def _check_nonce(nonce: object) -> memoryview:
@@ -47,38 +49,17 @@ class AESGCM:
     def __init__(
         self, key: bytes | bytearray | memoryview, tag_length: int = 16, impl: str | None = None
     ) -> None:
-        if (
-            type(key) is bytes and impl is None and type(tag_length) is int
-            and tag_length in TAG_LENGTHS and len(key) in (16, 24, 32)
-        ):
-            # Fast path: nothing left to check in Python.  A bad
-            # VAESCRYPT_CPU_MASK comes back as VC_ERR_CPU_MASK -> CpuMaskError.
-            ref = _new_key(key, _PATH_AUTO, tag_length)
-            if type(ref) is int:
-                raise_for_status(ref, "AESGCM(impl=None)")
-        else:
-            kview = check_key("AESGCM", key)
-            if not isinstance(tag_length, int) or isinstance(tag_length, bool):
-                raise TypeError("tag_length must be an int")
-            if tag_length not in TAG_LENGTHS:
-                raise ValueError(f"GCM tag_length must be 4, 8 or 12..16 bytes, got {tag_length}")
-            impl_code = impl_id(impl)
-            check_mask()
-            ref = _new_key(kview, impl_code, tag_length)
-            if type(ref) is int:
-                raise_for_status(ref, f"AESGCM(impl={impl!r})")
-        # ref (a _fastcall.KeyRef) owns the native key and frees it with this
-        # object; _addr is its address, what the _fastcall entry points take.
-        self._ref = ref
-        self._addr: int = ref.addr
+        # _ref (a _fastcall.KeyRef) owns the native key and frees it with
+        # this object; the C methods read the key and tag length from it.
+        self._ref = make_key(_fastcall.KEY_GCM, "AESGCM", key, impl, "tag_length", tag_length,
+                             TAG_LENGTHS, _check_tag_length)
         self._tag_length = tag_length
-        self._impl = impl
 
     @property
     def _key(self) -> Any:
         """The key as a cffi pointer, for the calls that go through cffi
-        (buffer arguments, streams, path()).  Borrowed: self owns the key."""
-        return _cast(_KEY_P, self._addr)
+        (the general methods, streams, path()).  Borrowed: self owns it."""
+        return _cast(_KEY_P, self._ref.addr)
 
     @property
     def tag_length(self) -> int:
@@ -93,9 +74,9 @@ class AESGCM:
         return path_name(code)
 
     # encrypt / decrypt: the Python methods below are complete (any buffer,
-    # keywords, every error); the FastMethod wrappers after them answer the
-    # common call -- exact bytes, positional -- in C without a Python frame,
-    # and hand everything else, refusals included, to the Python method.
+    # keywords, every error) and go through cffi; the FastMethods after them
+    # answer the common call -- positional buffer arguments -- in C without a
+    # Python frame and hand everything else, refusals included, to these.
     def encrypt(
         self,
         nonce: bytes | bytearray | memoryview,
@@ -103,20 +84,6 @@ class AESGCM:
         associated_data: bytes | bytearray | memoryview | None,
     ) -> bytes:
         """Ciphertext || tag."""
-        # Exact bytes / None AAD: one METH_FASTCALL call that reads the bytes
-        # in place and returns the new ciphertext || tag, or the library's
-        # status as an int, diagnosed afterwards (_fail) with the general
-        # path's wording.  Everything else takes _encrypt_views.
-        aad = b"" if associated_data is None else associated_data
-        if type(nonce) is not bytes or type(data) is not bytes or type(aad) is not bytes:
-            return self._encrypt_views(nonce, data, associated_data)
-        out = _seal(self._addr, nonce, data, aad, self._tag_length)
-        if type(out) is int:
-            self._fail("AESGCM.encrypt", out, nonce)
-        return out
-
-    def _encrypt_views(self, nonce: object, data: object, associated_data: object) -> bytes:
-        """encrypt() for bytearray / memoryview arguments (and argument errors)."""
         nv = _check_nonce(nonce)
         dv = as_view("data", data, allow_none=True)
         av = as_view("associated_data", associated_data, allow_none=True)
@@ -136,25 +103,12 @@ class AESGCM:
         associated_data: bytes | bytearray | memoryview | None,
     ) -> bytes:
         """Plaintext of ciphertext || tag; InvalidTag (and nothing else) on forgery."""
-        aad = b"" if associated_data is None else associated_data
-        if type(nonce) is not bytes or type(data) is not bytes or type(aad) is not bytes:
-            return self._decrypt_views(nonce, data, associated_data)
-        # Exact bytes: see encrypt().  On a tag mismatch C has zeroed and
-        # freed the would-be plaintext; only the status comes back.
-        out = _open(self._addr, nonce, data, aad, self._tag_length)
-        if type(out) is int:
-            if len(data) < self._tag_length:
-                raise InvalidTag("AESGCM.decrypt: data shorter than the tag")
-            self._fail("AESGCM.decrypt", out, nonce)
-        return out
-
-    def _decrypt_views(self, nonce: object, data: object, associated_data: object) -> bytes:
-        """decrypt() for bytearray / memoryview arguments (and argument errors)."""
-        nv = _check_nonce(nonce)
+        # Data shorter than the tag is refused before the nonce is looked at.
         dv = as_view("data", data)
-        av = as_view("associated_data", associated_data, allow_none=True)
         if len(dv) < self._tag_length:
             raise InvalidTag("AESGCM.decrypt: data shorter than the tag")
+        nv = _check_nonce(nonce)
+        av = as_view("associated_data", associated_data, allow_none=True)
         n = len(dv) - self._tag_length
         sc = take(n)
         st = _gcm_decrypt(
@@ -163,15 +117,8 @@ class AESGCM:
         )
         return result(sc, st, n, "AESGCM.decrypt")
 
-    encrypt = _fastcall.FastMethod("gcm_seal", encrypt)  # type: ignore[assignment]
-    decrypt = _fastcall.FastMethod("gcm_open", decrypt)  # type: ignore[assignment]
-
-    @staticmethod
-    def _fail(what: str, status: int, nonce: bytes) -> NoReturn:
-        """The error for a failed fast-path call, with the slow path's wording."""
-        _check_nonce(nonce)
-        raise_for_status(status, what)
-        raise AssertionError("unreachable: a nonzero status always raises")
+    encrypt = _fastcall.FastMethod("gcm_encrypt", encrypt)  # type: ignore[assignment]
+    decrypt = _fastcall.FastMethod("gcm_decrypt", decrypt)  # type: ignore[assignment]
 
     def encryptor(
         self,
