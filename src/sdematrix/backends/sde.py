@@ -289,10 +289,7 @@ class SdeBackend:
     ) -> None:
         self._explicit = str(sde_path) if sde_path else None
         self._environ = dict(os.environ if environ is None else environ)
-        self._version: str | None = None
-        self._version_done = False
-        self._chips: set[str] | None = None
-        self._chips_done = False
+        self._answers: dict[str, str | None] = {}  # "-version" / "-help" -> output
 
     # discovery ------------------------------------------------------------
     def executable(self) -> Path | None:
@@ -320,41 +317,35 @@ class SdeBackend:
                 )
         return f"Intel SDE not installed (set SDE_PATH or put {SDE_EXE} on PATH)"
 
+    def _ask(self, flag: str) -> str | None:
+        """stdout + stderr of `sde64 <flag>`, run once per backend object;
+        None without an SDE or when it cannot be started."""
+        if flag not in self._answers:
+            exe = self.executable()
+            try:
+                res = (run_process([str(exe), flag], env=self._environ, timeout=60)
+                       if exe is not None else None)
+            except OSError:
+                res = None
+            self._answers[flag] = None if res is None else res.stdout + "\n" + res.stderr
+        return self._answers[flag]
+
     def version(self) -> str | None:
-        if self._version_done:
-            return self._version
-        self._version_done = True
-        exe = self.executable()
-        if exe is None:
+        text = self._ask("-version")
+        if text is None:
             return None
-        try:
-            res = run_process([str(exe), "-version"], env=self._environ, timeout=60)
-        except OSError:
-            return None
-        m = _VERSION.search(res.stdout + "\n" + res.stderr)
+        m = _VERSION.search(text)
         if m:
-            self._version = m["v"]
-        else:
-            first = (res.stdout.strip() or res.stderr.strip()).splitlines()
-            self._version = first[0][:80] if first else None
-        return self._version
+            return m["v"]
+        first = text.strip().splitlines()
+        return first[0][:80] if first else None
 
     def chip_knobs(self) -> set[str] | None:
         """The chip knobs this SDE offers, from its -help; None when the list
         cannot be read (no SDE, or help text in an unknown format): then
         nothing is refused up front and SDE itself has the last word."""
-        if self._chips_done:
-            return self._chips
-        self._chips_done = True
-        exe = self.executable()
-        if exe is None:
-            return None
-        try:
-            res = run_process([str(exe), "-help"], env=self._environ, timeout=60)
-        except OSError:
-            return None
-        self._chips = parse_chip_knobs(res.stdout + "\n" + res.stderr) or None
-        return self._chips
+        text = self._ask("-help")
+        return (parse_chip_knobs(text) or None) if text is not None else None
 
     def cannot_run(self, model: CpuModel) -> str | None:
         if model.sde_chip is None:
