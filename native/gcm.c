@@ -58,20 +58,10 @@ static int tag_len_ok(size_t n)
     return n == 4 || n == 8 || (n >= 12 && n <= 16);
 }
 
-/* Zero n bytes (n a compile-time constant at every call) so that the
- * compiler may not drop the stores: a fixed-size memset is inlined as a few
- * vector stores, where vc_secure_zero's variable-size memset is a libc call
- * and the memset of a whole struct may become a slow-starting REP STOS. */
-#define WIPE(p, n)                                                                                 \
-    do {                                                                                           \
-        memset((p), 0, (n));                                                                       \
-        __asm__ __volatile__("" : : "r"(p) : "memory");                                            \
-    } while (0)
-
 static void ctx_wipe(gcm_ctx *c)
 {
     static_assert(offsetof(gcm_ctx, ks) + 16 == GCM_CTX_SECRET_BYTES, "secret blocks not first");
-    WIPE(c, GCM_CTX_SECRET_BYTES);
+    vc_secure_zero(c, GCM_CTX_SECRET_BYTES);
 }
 
 /* J0 for a 12-byte IV: IV || 0^31 || 1. */
@@ -209,7 +199,7 @@ static int ctx_init(gcm_ctx *c, const vc_gcm_key *k, int dir, const uint8_t *iv,
     c->t->encrypt_block(c->aes, j0, c->ekj0);
     memcpy(c->ctr, j0, 16);
     vc_store_be32(c->ctr + 12, vc_load_be32(j0 + 12) + 1);
-    WIPE(j0, sizeof j0);
+    vc_secure_zero(j0, sizeof j0);
     return VC_OK;
 }
 
@@ -372,24 +362,25 @@ static void ctx_tag(gcm_ctx *c, uint8_t full_tag[16])
  *
  *      and T = E(J0) ^ S.
  *
- * Worth it while both calls stay within one batch (GCM_SMALL_MAX bytes):
- * past that the throw-away GHASH and the copies cost more than the two calls
- * saved.  Decryption writes the plaintext to `out` only after the tag has
+ * Worth it on the tiers that set gcm_two_calls (the wide ones), while both
+ * calls stay within one batch (GCM_SMALL_MAX bytes): past that the
+ * throw-away GHASH and the copies cost more than the two calls saved.  On
+ * aesni and generic, whose calls cost what their blocks cost, the general
+ * path is faster.  Decryption writes the plaintext to `out` only after the tag has
  * verified, so a forgery releases nothing at all.
  */
 #define GCM_SMALL_MAX 256
 
+/* hlen = padded AAD + padded data + the length block, <= GCM_SMALL_MAX. */
 static int one_shot_small(const vc_gcm_key *k, int dir, const uint8_t j0[16], const uint8_t *aad,
                           size_t aad_len, const uint8_t *in, uint8_t *out, size_t len,
-                          uint8_t *tag_io, size_t tag_len)
+                          size_t hlen, uint8_t *tag_io, size_t tag_len)
 {
     const vc_tier *t = k->tier[dir];
     alignas(64) uint8_t tmp[GCM_SMALL_MAX]; /* [0 | data] in, [E(J0) | result] out */
     alignas(64) uint8_t hbuf[GCM_SMALL_MAX];
     alignas(16) uint8_t ctr[16], junk[16] = {0}, S[16] = {0}, full[16];
     const size_t apad = (aad_len + 15) & ~(size_t)15;
-    const size_t cpad = (len + 15) & ~(size_t)15;
-    const size_t hlen = apad + cpad + 16;
     int st = VC_OK;
 
     memset(tmp, 0, 16);
@@ -428,9 +419,9 @@ static int one_shot_small(const vc_gcm_key *k, int dir, const uint8_t j0[16], co
     /* keystream-derived bytes and the plaintext copy; hbuf holds only
      * public data (AAD, ciphertext, lengths) */
     vc_secure_zero(tmp, 16 + len);
-    WIPE(S, 16);
-    WIPE(full, 16);
-    WIPE(junk, 16);
+    vc_secure_zero(S, 16);
+    vc_secure_zero(full, 16);
+    vc_secure_zero(junk, 16);
     return st;
 }
 
@@ -455,13 +446,15 @@ static int one_shot(const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_l
     if ((uint64_t)len > VC_GCM_MAX_DATA || (uint64_t)aad_len > VC_GCM_MAX_AAD)
         return VC_ERR_DATA_LENGTH;
 
-    /* The common case, a 12-byte IV and a short message: J0 needs no GHASH,
-     * its counter field is 1 (no 2^32 wrap within a message this short). */
-    if (iv && iv_len == 12 && k->status[dir] == VC_OK && 16 + len <= GCM_SMALL_MAX &&
-        ((aad_len + 15) & ~(size_t)15) + ((len + 15) & ~(size_t)15) + 16 <= GCM_SMALL_MAX) {
+    /* The common case on the wide tiers, a 12-byte IV and a short message:
+     * J0 needs no GHASH, its counter field is 1 (no 2^32 wrap within a
+     * message this short).  hlen bounds the data too: 16 + len <= hlen. */
+    const size_t hlen = ((aad_len + 15) & ~(size_t)15) + ((len + 15) & ~(size_t)15) + 16;
+    if (iv && iv_len == 12 && k->status[dir] == VC_OK && k->tier[dir]->gcm_two_calls &&
+        hlen <= GCM_SMALL_MAX) {
         alignas(16) uint8_t j0[16];
         j0_from_iv96(j0, iv);
-        return one_shot_small(k, dir, j0, aad, aad_len, in, out, len, tag_io, tag_len);
+        return one_shot_small(k, dir, j0, aad, aad_len, in, out, len, hlen, tag_io, tag_len);
     }
 
     if ((st = ctx_init(&c, k, dir, iv, iv_len)) != VC_OK)
@@ -480,7 +473,7 @@ static int one_shot(const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_l
         vc_secure_zero(out, len);
         st = VC_ERR_AUTH;
     }
-    WIPE(full, sizeof full);
+    vc_secure_zero(full, sizeof full);
     ctx_wipe(&c);
     return st;
 }
@@ -515,11 +508,11 @@ int vc_gcm_stream_new(vc_gcm_stream **out, const vc_gcm_key *k, int dir, const u
         return st;
     vc_gcm_stream *s = vc_front_alloc(sizeof *s);
     if (!s) {
-        vc_secure_zero(&c, sizeof c);
+        ctx_wipe(&c);
         return VC_ERR_NOMEM;
     }
     s->c = c;
-    vc_secure_zero(&c, sizeof c);
+    ctx_wipe(&c);
     *out = s;
     return VC_OK;
 }

@@ -45,6 +45,7 @@ const vc_tier vc_tier_avx10_256 = {
     .ghash = vc_avx10_256_ghash,
     .gcm_enc = vc_avx10_256_gcm_enc,
     .gcm_dec = vc_avx10_256_gcm_dec,
+    .gcm_two_calls = 1,
     .cfb128_enc = vc_avx10_256_cfb128_enc,
     .cfb128_dec = vc_avx10_256_cfb128_dec,
     .cfb8_enc = NULL, /* CFB8/CFB1 never take a VAES path */

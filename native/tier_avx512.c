@@ -105,6 +105,7 @@ const vc_tier vc_tier_avx512 = {
     .ghash = vc_avx512_ghash,
     .gcm_enc = vc_avx512_gcm_enc,
     .gcm_dec = vc_avx512_gcm_dec,
+    .gcm_two_calls = 1,
     .cfb128_enc = vc_avx512_cfb128_enc,
     .cfb128_dec = vc_avx512_cfb128_dec,
     .cfb8_enc = VC_CFB8_ENC,

@@ -96,6 +96,7 @@ const vc_tier vc_tier_vaes_avx2 = {
     .ghash = vc_vaes_avx2_ghash,
     .gcm_enc = vc_vaes_avx2_gcm_enc,
     .gcm_dec = vc_vaes_avx2_gcm_dec,
+    .gcm_two_calls = 1,
     .cfb128_enc = vc_vaes_avx2_cfb128_enc,
     .cfb128_dec = vc_vaes_avx2_cfb128_dec,
     .cfb8_enc = VC_CFB8_ENC,

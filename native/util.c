@@ -15,16 +15,3 @@ int vc_ct_memeq(const uint8_t *a, const uint8_t *b, size_t n)
         d |= (uint32_t)(a[i] ^ b[i]);
     return (int)(((d - 1u) >> 8) & 1u);
 }
-
-/* Zeroing the compiler may not drop: memset does the stores at full width,
- * and the empty asm that takes the pointer with a memory clobber tells the
- * optimiser the bytes may be read afterwards, so the memset is not a dead
- * store it could eliminate.  (A volatile byte loop would do the same at one
- * byte per instruction: thousands of traced steps for a key object.) */
-void vc_secure_zero(void *p, size_t n)
-{
-    if (n == 0)
-        return;
-    memset(p, 0, n);
-    __asm__ __volatile__("" : : "r"(p) : "memory");
-}
