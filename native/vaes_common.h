@@ -151,6 +151,11 @@
 #define VC_TABLE_HI 512
 /* Powers the main loop needs: two batches share one reduction. */
 #define VC_POWERS (2 * VC_B)
+/* Table entry of power Ki, 1 <= i <= 32 (see the key-power table above).
+ * Entries of consecutive powers descend in memory within each half, so a
+ * vector at VC_ENTRY(t, i + VC_L - 1) holds K(i + VC_L - 1), ..., K(i) in
+ * lanes 0..VC_L-1, and one at VC_ENTRY(t, n) the powers a batch of n takes. */
+#define VC_ENTRY(table, i) ((table) + ((i) <= 16 ? (16 - (i)) * 16 : VC_TABLE_HI + (32 - (i)) * 16))
 static_assert(VC_TABLE_HI + 2 * VC_TABLE_MID <= VC_GHASH_TABLE_BYTES, "GHASH power table does not fit");
 
 /* Per-lane byte reversal (block <-> reflected GHASH / LE counter form). */
@@ -212,7 +217,7 @@ static VC_NOINL vc_v VC_NAME(batch4)(const vc_ghash_key *g, vc_v S, vc_v d0, vc_
                                      vc_v d3, size_t n)
 {
     const vc_v d[4] = {d0, d1, d2, d3};
-    const uint8_t *kp = g->table + (16 - n) * 16;
+    const uint8_t *kp = VC_ENTRY(g->table, (int)n);
     VC_NAME(acc) a;
     /* Vectors holding no block are skipped, not multiplied as zeros: a
      * short batch (AAD, the length block, a tail) is latency bound and its
@@ -238,13 +243,6 @@ static inline VC_FN vc_v VC_NAME(dot)(vc_v a, vc_v b)
     return VC_NAME(reduce)(v_clmul(a, b, 0x00), mid, v_clmul(a, b, 0x11));
 }
 
-/* Table entry of power Ki (see the key-power table above).  Entries of
- * consecutive powers descend in memory within each half, so a vector stored
- * at entry(i + VC_L - 1) puts K(i + VC_L - 1), ..., K(i) in lanes 0..VC_L-1. */
-static inline uint8_t *VC_NAME(entry)(vc_ghash_key *g, int i)
-{
-    return g->table + (i <= 16 ? (16 - i) * 16 : VC_TABLE_HI + (32 - i) * 16);
-}
 
 /* Fills the table with K1..K(VC_POWERS) and their Karatsuba halves.
  *
@@ -270,15 +268,15 @@ static VC_FN void VC_NAME(ghash_init)(vc_ghash_key *g)
     for (int i = 1; i <= VC_L; i++) {
         if (i > 1)
             k = VC_NAME(dot)(k, k1);
-        v_lane0_store(VC_NAME(entry)(g, i), k);
+        v_lane0_store(VC_ENTRY(g->table, i), k);
     }
     /* Entries K(L)..K1 are adjacent: one load gathers them into lanes. */
-    vc_v p = v_loadu(VC_NAME(entry)(g, VC_L));
-    v_storeu(VC_NAME(entry)(g, VC_L) + VC_TABLE_MID, v_xor(p, v_swap64(p)));
-    const vc_v kl = v_bcast(VC_NAME(entry)(g, VC_L));
+    vc_v p = v_loadu(VC_ENTRY(g->table, VC_L));
+    v_storeu(VC_ENTRY(g->table, VC_L) + VC_TABLE_MID, v_xor(p, v_swap64(p)));
+    const vc_v kl = v_bcast(VC_ENTRY(g->table, VC_L));
     for (int i = VC_L + 1; i <= VC_POWERS; i += VC_L) {
         p = VC_NAME(dot)(p, kl);
-        uint8_t *e = VC_NAME(entry)(g, i + VC_L - 1);
+        uint8_t *e = VC_ENTRY(g->table, i + VC_L - 1);
         v_storeu(e, p);
         v_storeu(e + VC_TABLE_MID, v_xor(p, v_swap64(p)));
     }
@@ -319,26 +317,7 @@ static VC_FN void VC_NAME(ghash)(const vc_ghash_key *g, uint8_t X[16], const uin
 
 /* ---------------------------------------------------------------- AES -- */
 
-/* All rounds on 4 independent vectors (4*VC_L blocks), keys from rk[]:
- * CFB128 decryption (GCM uses the register keys of VC_KEYS_LOAD). */
-static inline VC_FN void VC_NAME(aes4)(const vc_v *rk, unsigned nr, vc_v x[4])
-{
-    VC_UNROLL
-    for (int j = 0; j < 4; j++)
-        x[j] = v_xor(x[j], rk[0]);
-    for (unsigned r = 1; r < nr; r++) {
-        VC_UNROLL
-        for (int j = 0; j < 4; j++)
-            x[j] = v_aesenc(x[j], rk[r]);
-    }
-    VC_UNROLL
-    for (int j = 0; j < 4; j++)
-        x[j] = v_aesenclast(x[j], rk[nr]);
-}
-
-/* ---------------------------------------------------------------- GCM -- */
-
-/* The AES-GCM round keys of the main loop, broadcast once and kept in
+/* The round keys of GCM's main loop and CFB128 decryption, broadcast once and kept in
  * registers, "right-aligned" so that the last nine VAESENC rounds and the
  * VAESENCLAST use the same registers for every key size:
  *
@@ -397,6 +376,8 @@ static inline VC_FN void VC_NAME(aes4)(const vc_v *rk, unsigned nr, vc_v x[4])
         VC_R(m8);                                                                                  \
     } while (0)
 
+/* ---------------------------------------------------------------- GCM -- */
+
 static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
                                         uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len,
                                         int enc)
@@ -406,12 +387,14 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
     const vc_v bs = v_bswap_mask();
     const vc_v step = v_ctr_step();                /* +VC_L blocks, LE form */
     const vc_v step_be = v_shuf8(step, bs);        /* the same, BE form */
-    const vc_v q = v_bcast(vc_q_bytes);
-    const uint8_t *kp = g->table + (16 - VC_B) * 16; /* K16..K1 (ymm: K8..K1) */
-    const uint8_t *kp2 = VC_B > 8 ? g->table + VC_TABLE_HI : g->table; /* K32..K17 (K16..K9) */
+    const uint8_t *kp = VC_ENTRY(g->table, VC_B);      /* K16..K1 (ymm: K8..K1) */
+    const uint8_t *kp2 = VC_ENTRY(g->table, 2 * VC_B); /* K32..K17 (K16..K9) */
     VC_NAME(acc) a = {v_zero(), v_zero(), v_zero()};
     int half = 0; /* a holds the unreduced products of one batch */
     vc_v S = v_shuf8(v_lane0_load(X), bs);
+    /* Both forms are kept: stepping the BE form adds to byte 15 without a
+     * carry, so after a batch that is followed by a wrapping one, cbe no
+     * longer equals bswap(c) -- the LE form is the one that stays exact. */
     vc_v c = v_add32(v_shuf8(v_bcast(ctr), bs), v_ctr_lanes()); /* LE counters */
     vc_v cbe = v_shuf8(c, bs);                                  /* BE counters */
     uint8_t n8 = ctr[15]; /* low byte of the first counter of the next batch */
@@ -471,9 +454,7 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
                 S = v_zero();
                 half = 1;
             } else {
-                vc_v mid = v_xor3(a.kara, a.lo, a.hi); /* Karatsuba fix-up */
-                mid = v_xor3(mid, v_swap64(a.lo), v_clmul(a.lo, q, 0x00));
-                S = v_hxor(v_xor3(a.hi, v_swap64(mid), v_clmul(mid, q, 0x00)));
+                S = VC_NAME(finish)(&a);
                 a.lo = a.hi = a.kara = v_zero();
                 half = 0;
             }
@@ -612,14 +593,12 @@ static VC_FN void VC_NAME(cfb128_dec)(const vc_aes_key *k, uint8_t iv[16], const
                                       uint8_t *out, size_t len)
 {
     const unsigned nr = k->rounds;
-    vc_v rk[15];
     vc_v last = v_bcast(iv); /* every lane = IV, so the top lane is too */
     len &= ~(size_t)15;
     if (!len)
         return;
     memcpy(iv, in + len - 16, 16); /* read before any write (in == out) */
-    for (unsigned i = 0; i <= nr; i++)
-        rk[i] = v_bcast(k->rk[i]);
+    VC_KEYS_LOAD(k);
     for (size_t done = 0; done < len; done += VC_BATCH) {
         const size_t r = len - done;
         vc_v c[4], x[4];
@@ -638,15 +617,16 @@ static VC_FN void VC_NAME(cfb128_dec)(const vc_aes_key *k, uint8_t iv[16], const
         x[2] = v_shift_in(c[2], c[1]);
         x[3] = v_shift_in(c[3], c[2]);
         last = c[3];
-        VC_NAME(aes4)(rk, nr, x);
+        VC_R_ALL();
+        /* AESENCLAST ends with "^ round key": fold the ciphertext in. */
         if (r >= VC_BATCH) {
             VC_UNROLL
             for (int j = 0; j < 4; j++)
-                v_storeu(out + done + j * VC_W, v_xor(x[j], c[j]));
+                v_storeu(out + done + j * VC_W, v_aesenclast(x[j], v_xor(kl, c[j])));
         } else {
             VC_UNROLL
             for (size_t j = 0; j * VC_W < r; j++)
-                v_store_part(out + done + j * VC_W, v_xor(x[j], c[j]),
+                v_store_part(out + done + j * VC_W, v_aesenclast(x[j], v_xor(kl, c[j])),
                              r - j * VC_W < VC_W ? r - j * VC_W : VC_W);
         }
     }
