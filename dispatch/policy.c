@@ -65,6 +65,18 @@ int vc_mode_from_name(const char *name)
  * only pay off if their single-block latency beats AES-NI's.  Until the
  * measurement says so they are not in the list (they remain forceable).
  * CFB128 decryption is parallel (every E(C_{i-1}) is known up front). */
+#ifdef VC_FAULT_CFB8_VAES
+/* FAULT BUILD ONLY (mutation test "CFB8 must never run VAES"): CFB8 tries
+ * the wide paths first and vc_select_with skips the eligibility rule for it,
+ * so on a VAES CPU it lands on whichever VAES tier carries the fault's cfb8
+ * functions (avx512 or vaes_avx2; avx10_256 has none and is passed over). */
+#define CFB8_PREFERENCE {WIDE_FIRST, WIDE_FIRST}
+#define FAULT_IGNORES_ELIGIBILITY(m) ((m) == VC_MODE_CFB8)
+#else
+#define CFB8_PREFERENCE {{VC_PATH_AESNI, VC_PATH_GENERIC, END}, {VC_PATH_AESNI, VC_PATH_GENERIC, END}}
+#define FAULT_IGNORES_ELIGIBILITY(m) 0
+#endif
+
 static const int preference[VC_MODE_COUNT][VC_DIR_COUNT][VC_PATH_COUNT + 1] = {
     [VC_MODE_GCM] = {WIDE_FIRST, WIDE_FIRST},
     [VC_MODE_CFB128] = {
@@ -75,8 +87,7 @@ static const int preference[VC_MODE_COUNT][VC_DIR_COUNT][VC_PATH_COUNT + 1] = {
     },
     /* Eligibility (below) removes the VAES paths; listing only what may run
      * keeps the table honest. */
-    [VC_MODE_CFB8] = {{VC_PATH_AESNI, VC_PATH_GENERIC, END},
-                      {VC_PATH_AESNI, VC_PATH_GENERIC, END}},
+    [VC_MODE_CFB8] = CFB8_PREFERENCE,
     [VC_MODE_CFB1] = {{VC_PATH_AESNI, VC_PATH_GENERIC, END},
                       {VC_PATH_AESNI, VC_PATH_GENERIC, END}},
 };
@@ -204,23 +215,10 @@ vc_path vc_select_with(const vc_cpu_features *f, vc_mode m, vc_dir d)
 {
     if (!valid(m, d))
         return VC_PATH_GENERIC;
-#ifdef VC_FAULT_CFB8_VAES
-    /* FAULT BUILD ONLY (mutation test "CFB8 must never run VAES"): CFB8 tries
-     * the wide paths first and skips the eligibility rule, so on a VAES CPU
-     * it lands on whichever VAES tier carries the fault's cfb8 functions
-     * (avx512 or vaes_avx2; avx10_256 has none and is passed over). */
-    if (m == VC_MODE_CFB8) {
-        static const int wide[] = WIDE_FIRST;
-        for (const int *p = wide; *p != END; p++) {
-            vc_path path = (vc_path)*p;
-            if (path_missing_for(f, m, path) == 0 && !veto(f, path) && implemented(m, d, path))
-                return path;
-        }
-    }
-#endif
     for (const int *p = preference[m][d]; *p != END; p++) {
         vc_path path = (vc_path)*p;
-        if (vc_path_eligible(m, d, path) && path_missing_for(f, m, path) == 0 &&
+        if ((FAULT_IGNORES_ELIGIBILITY(m) || vc_path_eligible(m, d, path)) &&
+            path_missing_for(f, m, path) == 0 &&
             !veto(f, path) && implemented(m, d, path))
             return path;
     }
