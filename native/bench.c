@@ -1,12 +1,13 @@
 /*
  * bench.c - C-loop throughput measurements (see vc_bench.h).
  *
- * Three things are timed the same way, so their ratios mean something:
+ * Four things are timed the same way, so their ratios mean something:
  *   - our one-shot public API (what an application calls),
  *   - OpenSSL's EVP interface, loaded with dlopen("libcrypto.so.3") so the
  *     library never links against OpenSSL (absent -> "unavailable"),
  *   - the "roof": a bare zmm VAES CTR loop with no GHASH and no front-end,
- *     the most any GCM path on this CPU could approach.
+ *   - the "floor": the roof plus the carry-less multiplies GHASH needs,
+ *     the most any GCM path could approach where the two share ports.
  * Each point is calibrated so one batch lasts ~seconds/5; five batches run
  * and the fastest is kept (least disturbed by the other core's load).
  * Time is the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), not wall
