@@ -74,7 +74,9 @@ def test_sde_cpu_runs_the_shipped_checks_with_junit_properties(tmp_path: Path) -
 
 def test_reason_classification() -> None:
     assert classify("path: expected avx512, got aesni") == "dispatch"
-    assert classify("seen instead (top ...): X") == "dispatch"
+    # What ran instead is filed under the check whose failure it explains.
+    assert classify("path: seen instead (top ...): X") == "dispatch"
+    assert classify("required by path aesni: seen instead (top ...): X") == "mix"
     assert classify("chip check (snb): VPXORQ ...") == "chip"
     assert classify("digest: expected a, got b") == "answer"
     assert classify("required by path aesni but not executed: {width=zmm}") == "mix"

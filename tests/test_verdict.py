@@ -9,6 +9,7 @@ from doubles.fake_matrix import fake_digest, make_matrix, sel
 from sdematrix.backends.base import RunResult, Violation
 from sdematrix.mix import Mix
 from sdematrix.models import Cell
+from sdematrix.pytest_plugin import classify
 from sdematrix.verdict import judge
 
 LIB = "/usr/lib/libvaescrypt.so"
@@ -60,7 +61,7 @@ def test_expecting_avx512_for_cfb8_fails_with_path_and_missing_zmm():
         "required by path avx512 but not executed: {mnemonic=VAESENC*, width=zmm}"
     )
     # and what ran instead, by function
-    assert o.reasons[2].startswith("seen instead (top vector/crypto instructions): ")
+    assert o.reasons[2].startswith("path: seen instead (top vector/crypto instructions): ")
     assert "AESENC(legacy,xmm) x160 in vc_cfb8_aesni" in o.reasons[2]
     assert len(o.reasons) == 3
     assert all("\n" not in r for r in o.reasons)
@@ -77,8 +78,12 @@ def test_zmm_requirement_added_to_aesni_fails_naming_it():
               fake_digest(cell, 1))  # fmt: skip
     assert o.status == "fail"
     assert o.reasons[0] == "required by path aesni but not executed: {width=zmm}"
-    assert o.reasons[1].startswith("seen instead") and "AESENC(legacy,xmm)" in o.reasons[1]
+    assert o.reasons[1].startswith("required by path aesni: seen instead")
+    assert "AESENC(legacy,xmm)" in o.reasons[1]
     assert len(o.reasons) == 2
+    # The path was right: only the mix check fails (the pytest plugin files
+    # reasons by check), not dispatch.
+    assert {classify(r) for r in o.reasons} == {"mix"}
 
 
 def test_forbidden_instructions_are_named_with_functions():

@@ -190,7 +190,7 @@ def sde_session(request: pytest.FixtureRequest) -> SdeSession:
 
 def classify(reason: str) -> str:
     """Which check a verdict reason belongs to."""
-    if reason.startswith(("path:", "seen instead")):
+    if reason.startswith("path:"):
         return "dispatch"
     if reason.startswith("chip check"):
         return "chip"

@@ -177,6 +177,7 @@ def judge(
 
     sig = matrix.signatures.get(expected)
     mix = result.mix
+    missing_required = False
     if sig is None:
         reasons.append(f"the matrix has no signature for path {expected}")
     elif mix is None:
@@ -187,6 +188,7 @@ def judge(
         where = "" if sig.scope == "all" else f" in scope {sig.scope}"
         for sel in required_selectors(sig, cell.mode, cell.direction):
             if sel.count(counts) == 0:
+                missing_required = True
                 reasons.append(
                     f"required by path {expected} but not executed{where}: {sel.describe()}"
                 )
@@ -199,17 +201,19 @@ def judge(
                     + (f" -- {detail}" if detail else "")
                 )
 
-    # When the path is wrong or its signature unmet, say what ran instead: the
-    # top vector/crypto instructions in the signature's scope, by function.
-    if mix is not None and sig is not None and (
-        out.path != expected or any(r.startswith("required by path") for r in reasons)
-    ):
-        seen = top_offenders(mix, Selector(width="[xyz]mm"), sig.scope, limit=5)
-        if seen:
-            reasons.append(
-                f"seen instead (top vector/crypto instructions{where}): "
-                + "; ".join(f"{format_form(form)} x{n} in {fn}" for fn, _img, form, n in seen)
-            )
+        # When the path is wrong or its signature unmet, say what ran instead:
+        # the top vector/crypto instructions in the signature's scope, by
+        # function.  The line is prefixed with its cause, so it is filed
+        # under the check that failed (path: dispatch; signature: mix).
+        wrong_path = out.path != expected
+        if wrong_path or missing_required:
+            seen = top_offenders(mix, Selector(width="[xyz]mm"), sig.scope, limit=5)
+            if seen:
+                cause = "path" if wrong_path else f"required by path {expected}"
+                reasons.append(
+                    f"{cause}: seen instead (top vector/crypto instructions{where}): "
+                    + "; ".join(f"{format_form(form)} x{n} in {fn}" for fn, _img, form, n in seen)
+                )
 
     for v in result.violations:
         reasons.append(f"chip check ({model.name}): {_one_line(v.describe(), 300)}")
