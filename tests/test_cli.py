@@ -391,16 +391,15 @@ def test_list_cpus_rows_one_column_per_mode_when_nothing_splits():
     from doubles.fake_matrix import make_matrix
 
     from sdematrix import explain
-    from sdematrix.cli import cpu_table_rows
 
     matrix = make_matrix()
-    rows = cpu_table_rows(matrix, explain.list_cpus(matrix))
+    rows = explain.list_cpus(matrix)
     assert all(list(r)[-4:] == ["gcm", "cfb128", "cfb8", "cfb1"] for r in rows)
     spr = next(r for r in rows if r["cpu"] == "spr")
     assert (spr["gcm"], spr["cfb128"], spr["cfb8"]) == ("avx512", "avx512", "aesni")
     # one model splitting a mode splits that mode's column for every model
     matrix.expected[("hsw", "cfb8", "decrypt")] = "generic"
-    rows = cpu_table_rows(matrix, explain.list_cpus(matrix))
+    rows = explain.list_cpus(matrix)
     assert all(list(r)[-5:] == ["gcm", "cfb128", "cfb8/enc", "cfb8/dec", "cfb1"] for r in rows)
     hsw = next(r for r in rows if r["cpu"] == "hsw")
     assert (hsw["cfb8/enc"], hsw["cfb8/dec"]) == ("aesni", "generic")

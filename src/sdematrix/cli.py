@@ -362,35 +362,8 @@ def cmd_list_cpus(args: argparse.Namespace) -> int:
         # one line, for `echo "matrix=$(sdematrix list-cpus --github-matrix)" >> $GITHUB_OUTPUT`
         sys.stdout.write(json.dumps(ex.github_matrix(matrix), separators=(",", ":")) + "\n")
     else:
-        sys.stdout.write(_table(cpu_table_rows(matrix, ex.list_cpus(matrix))))
+        sys.stdout.write(_table(ex.list_cpus(matrix)))
     return EXIT_OK
-
-
-def cpu_table_rows(matrix: Matrix, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`list-cpus` rows with the same expected-path columns for every model.
-
-    A mode whose two directions expect the same path on every model is one
-    column (``gcm``); a mode where some model's directions differ (cfb128:
-    encrypt is serial, decrypt parallel) is two columns (``cfb128/enc``,
-    ``cfb128/dec``) filled for every model, so no row leaves a column empty."""
-    split = {
-        mode: any(
-            len({matrix.expected[(cpu, mode, d)] for d in DIRECTIONS}) > 1 for cpu in matrix.models
-        )
-        for mode in MODES
-    }
-    out: list[dict[str, Any]] = []
-    for row in rows:
-        cpu = row["cpu"]
-        new = {k: v for k, v in row.items() if k.split(".", 1)[0] not in MODES}
-        for mode in MODES:
-            if split[mode]:
-                for d in DIRECTIONS:
-                    new[f"{mode}/{d[:3]}"] = matrix.expected[(cpu, mode, d)]
-            else:
-                new[mode] = matrix.expected[(cpu, mode, DIRECTIONS[0])]
-        out.append(new)
-    return out
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

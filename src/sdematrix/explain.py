@@ -151,7 +151,17 @@ def explain(matrix: Matrix, cpu: str) -> str:
 
 
 def list_cpus(matrix: Matrix) -> list[dict[str, Any]]:
-    """One row per model (file order) for `sdematrix list-cpus`."""
+    """One row per model (file order) for `sdematrix list-cpus`, with the
+    same expected-path columns for every model: a mode whose two directions
+    expect the same path on every model is one column (``gcm``); a mode where
+    some model's directions differ (cfb128: encrypt is serial, decrypt
+    parallel) is two columns (``cfb128/enc``, ``cfb128/dec``) for every
+    model, so no row leaves a column empty."""
+    split = {
+        mode: any(len({matrix.expected[(cpu, mode, d)] for d in DIRECTIONS}) > 1
+                  for cpu in matrix.models)
+        for mode in MODES
+    }
     rows: list[dict[str, Any]] = []
     for name, m in matrix.models.items():
         row: dict[str, Any] = {
@@ -163,12 +173,11 @@ def list_cpus(matrix: Matrix) -> list[dict[str, Any]]:
             "max_vector_bits": m.max_vector_bits,
         }
         for mode in MODES:
-            paths = {matrix.expected[(name, mode, d)] for d in DIRECTIONS}
-            if len(paths) == 1:
-                row[mode] = paths.pop()
-            else:
+            if split[mode]:
                 for d in DIRECTIONS:
-                    row[f"{mode}.{d}"] = matrix.expected[(name, mode, d)]
+                    row[f"{mode}/{d[:3]}"] = matrix.expected[(name, mode, d)]
+            else:
+                row[mode] = matrix.expected[(name, mode, DIRECTIONS[0])]
         rows.append(row)
     return rows
 
