@@ -31,18 +31,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-import threading
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from types import FrameType
 from typing import Any, NoReturn
 
-from . import __version__
+from . import __version__, signals
 from .errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -474,44 +470,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, unwinding the main thread the way Ctrl-C does."""
-
-
-def _raise_terminated(_signum: int, _frame: FrameType | None) -> None:
-    raise _Terminated
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """For the whole command: SIGTERM ends it like SIGINT (exit 130, one line,
-    no traceback), whatever phase it lands in -- loading the matrix file,
-    probing backends, writing results.  While cells run, run_cells installs
-    its own SIGINT/SIGTERM handler (stop, kill the children, report the
-    finished cells) and puts this one back afterwards.  Both dispositions are
-    restored on the way out, for callers of main() in the same process."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            if h is not None:  # None: a handler not installed from Python; leave it
-                signal.signal(s, h)
-
-
-def _ignore_signals() -> None:
-    """Shutting down: a second Ctrl-C / SIGTERM must not print a traceback."""
-    if threading.current_thread() is threading.main_thread():
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, signal.SIG_IGN)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    with _sigterm_as_interrupt():
+    # For the whole command: SIGTERM ends it like SIGINT (exit 130, one line,
+    # no traceback), whatever phase it lands in -- loading the matrix file,
+    # probing backends, writing results.  While cells run, run_cells installs
+    # its own SIGINT/SIGTERM handler (stop, kill the children, report the
+    # finished cells) and puts this one back afterwards.  Both dispositions
+    # are restored on the way out, for callers of main() in the same process.
+    with signals.sigterm_as_interrupt():
         return _main(argv)
 
 
@@ -524,8 +490,8 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"{PROG}: error: {msg}", file=sys.stderr)
         code = e.exit_code
     except KeyboardInterrupt as e:
-        _ignore_signals()
-        how = " (SIGTERM)" if isinstance(e, _Terminated) else ""
+        signals.ignore()
+        how = " (SIGTERM)" if isinstance(e, signals.Terminated) else ""
         print(f"{PROG}: error: interrupted{how}", file=sys.stderr)
         code = EXIT_INTERRUPTED
     except BrokenPipeError:

@@ -22,18 +22,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 import time
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import signals
 from .errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -187,38 +187,6 @@ def remove_labelled(client: Any, run_id: str) -> int:
             continue
         n += 1
     return n
-
-
-@contextmanager
-def _signals_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt in the main thread, like Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-@contextmanager
-def _signals_ignored() -> Iterator[None]:
-    """While cleaning up, a second Ctrl-C/SIGTERM must not cut the cleanup short."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
 
 
 def _suites(path: Path) -> list[ET.Element]:
@@ -426,7 +394,7 @@ def run_in_docker(
     `matrix_file` (default ./sde_matrix.yaml when present, else the image's
     packaged copy) is copied into `out` and handed to every container, so the
     containers judge against the same matrix the CPU list came from."""
-    with _signals_as_interrupt():
+    with signals.sigterm_as_interrupt():
         client = connect()
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -474,7 +442,7 @@ def _run_all(runner: _Matrix, cpus: list[str], jobs: int) -> int:
                     for line in r.log_tail.strip().splitlines()[-5:]:
                         runner.log(f"    {r.cpu}| {line}")
     except KeyboardInterrupt:
-        with _signals_ignored():
+        with signals.ignored():
             runner.stop.set()
             pool.shutdown(wait=False, cancel_futures=True)
             n = remove_labelled(runner.client, runner.run_id)
