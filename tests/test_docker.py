@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from sdematrix import docker_runner as dr
+from sdematrix import merge
 from sdematrix.errors import BackendUnavailableError, MatrixFileError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +92,7 @@ def test_merge_junit_sums_and_adds_error_suites(tmp_path: Path) -> None:
     a.write_text(_suite_xml("snb", 3, 1))
     b.write_text(_suite_xml("spr", 2, 0).replace("<testsuites>", "").replace("</testsuites>", ""))
     dest = tmp_path / "m" / "junit.xml"
-    dr.merge_junit([a, b], dest, [dr.error_suite("gnr256", "container exited 137")])
+    merge.merge_junit([a, b], dest, [merge.error_suite("gnr256", "container exited 137")])
     root = ET.parse(dest).getroot()
     assert [s.get("name") for s in root.iter("testsuite")] == ["snb", "spr", "gnr256"]
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("6", "1", "1")
@@ -102,11 +103,11 @@ def test_merge_junit_refuses_non_junit(tmp_path: Path) -> None:
     bad = tmp_path / "bad.xml"
     bad.write_text("<testsuite")
     with pytest.raises(MatrixFileError, match="not readable JUnit XML"):
-        dr.merge_junit([bad], tmp_path / "out.xml")
+        merge.merge_junit([bad], tmp_path / "out.xml")
     other = tmp_path / "other.xml"
     other.write_text("<html/>")
     with pytest.raises(MatrixFileError, match="not JUnit"):
-        dr.merge_junit([other], tmp_path / "out.xml")
+        merge.merge_junit([other], tmp_path / "out.xml")
 
 
 # ---------------------------------------------------------------- engine ---

@@ -307,7 +307,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_merge_junit(args: argparse.Namespace) -> int:
-    from .docker_runner import merge_junit
+    from .merge import merge_junit
 
     files = [Path(f) for f in args.files]
     missing = [str(f) for f in files if not f.is_file()]
@@ -319,7 +319,7 @@ def cmd_merge_junit(args: argparse.Namespace) -> int:
 
 
 def cmd_merge_results(args: argparse.Namespace) -> int:
-    from .docker_runner import merge_results
+    from .merge import merge_results
 
     dirs = [Path(d) for d in args.dirs]
     data = merge_results(dirs, Path(args.out))  # OutputDirError (exit 2) for a bad dir
