@@ -59,13 +59,16 @@ RUN set -e; \
 # The package: only what its build reads, so that editing tests or docs does
 # not rebuild it (src/sdematrix/sde_matrix.yaml is a symlink to the top-level
 # sde_matrix.yaml, hence that file too).  --no-build-isolation uses the setuptools/wheel/cffi
-# installed above (no index needed); --no-deps: they are all installed.
+# installed above (no index needed); --no-deps: they are all installed, and
+# `pip check` fails the build if ci/requirements-image.txt misses one of
+# pyproject's dependencies (the CLI imports some of them lazily).
 COPY pyproject.toml setup.py README.md sde_matrix.yaml /src/
 COPY native/ /src/native/
 COPY dispatch/ /src/dispatch/
 COPY src/ /src/src/
 RUN pip install -q --no-build-isolation --no-deps /src \
  && rm -rf /src \
+ && pip check \
  && sdematrix --version && sdematrix list-cpus >/dev/null
 
 # The tracer ptraces its own child, which needs no root and no capability.

@@ -307,10 +307,11 @@ def _feature_present(feature: str, isa: frozenset[str]) -> bool:
 def chip_check(insn: Insn, model: CpuModel) -> str | None:
     """Why `insn` cannot execute on `model`, or None when it can.
 
-    Two rules: every CPUID feature the instruction needs (minus the x86-64
-    baseline) must be in ``model.isa``; and its widest vector operand must fit
+    Three rules: every CPUID feature the instruction needs (minus the x86-64
+    baseline) must be in ``model.isa``; its widest vector operand must fit
     ``model.max_vector_bits`` (an AVX10/256 model has AVX512F/VL/... in its isa
-    but no zmm).
+    but no zmm); and the register state it uses must be enabled in the
+    model's XCR0.
     """
     if insn.mnemonic == "INVALID":
         return "undecodable instruction"

@@ -58,11 +58,7 @@ MATRIX_IN_OUT = ".sdematrix-matrix.yaml"  # copy of the host's matrix, under /ou
 #    injects itself into the application with ptrace and may call syscalls the
 #    default profile filters (it refuses e.g. personality(ADDR_NO_RANDOMIZE),
 #    measured); SDE containers keep the options Pin is usually run with.
-CONTAINER_SECURITY: dict[str, dict[str, Any]] = {
-    "ptrace": {},
-    "qemu": {},
-    "sde": {"cap_add": ["SYS_PTRACE"], "security_opt": ["seccomp=unconfined"]},
-}
+SDE_SECURITY: dict[str, Any] = {"cap_add": ["SYS_PTRACE"], "security_opt": ["seccomp=unconfined"]}
 
 
 @dataclass
@@ -127,7 +123,7 @@ def ensure_image(
     buildargs = {"BASE_IMAGE": base_image} if base_image else {}
     log(f"building image {image} from {context} (base {base_image or 'debian:bookworm-slim'})")
     t0 = time.monotonic()
-    last: list[str] = []
+    last = ""  # the build's latest output line, for the error message
     try:
         for chunk in client.api.build(path=str(context), tag=image, buildargs=buildargs,
                                       rm=True, forcerm=True, decode=True):  # fmt: skip
@@ -135,11 +131,11 @@ def ensure_image(
                 msg = " ".join(str(chunk["error"]).split())
                 raise BackendUnavailableError(
                     f"docker build of {image} failed: {msg[:300]}"
-                    + (f" (after: {last[-1][:200]})" if last else "")
+                    + (f" (after: {last[:200]})" if last else "")
                 )
             line = str(chunk.get("stream", "")).strip()
             if line:
-                last = [*last[-4:], line]
+                last = line
                 if line.startswith("Step "):
                     log(f"  {line[:120]}")
     except docker.errors.APIError as exc:
@@ -166,8 +162,8 @@ def container_security(backend: str, has_sde: bool) -> dict[str, Any]:
     """Capabilities and security options for one container: only what the
     backend that will run inside needs (auto -> SDE's when the image has it)."""
     if backend == "sde" or (backend == "auto" and has_sde):
-        return dict(CONTAINER_SECURITY["sde"])
-    return dict(CONTAINER_SECURITY.get(backend, {}))
+        return dict(SDE_SECURITY)
+    return {}  # ptrace and qemu need nothing beyond Docker's defaults
 
 
 def remove_labelled(client: Any, run_id: str) -> int:
@@ -187,11 +183,6 @@ def remove_labelled(client: Any, run_id: str) -> int:
             continue
         n += 1
     return n
-
-
-def _default_matrix_file() -> Path | None:
-    local = Path("sde_matrix.yaml")
-    return local if local.is_file() else None
 
 
 class _Matrix:
@@ -277,9 +268,9 @@ def run_in_docker(
     """Run the matrix for `cpus` in containers.  Returns the process exit code:
     0 all passed, 1 some cell or container failed, 2 usage, 130 interrupted.
 
-    `matrix_file` (default ./sde_matrix.yaml when present, else the image's
-    packaged copy) is copied into `out` and handed to every container, so the
-    containers judge against the same matrix the CPU list came from."""
+    `matrix_file` (the CLI passes the one it read the CPU list from) is
+    copied into `out` and handed to every container, so the containers judge
+    against the same matrix; None leaves them the image's packaged copy."""
     with signals.sigterm_as_interrupt():
         client = connect()
         try:
@@ -290,12 +281,12 @@ def run_in_docker(
         except OSError as exc:
             raise OutputDirError(f"output directory {out} not writable: {exc.strerror}") from None
         tail = list(extra_args or [])
-        mf = matrix_file if matrix_file is not None else _default_matrix_file()
-        if mf is not None:
+        if matrix_file is not None:  # None: the image's packaged copy
             try:
-                (out / MATRIX_IN_OUT).write_bytes(Path(mf).read_bytes())
+                (out / MATRIX_IN_OUT).write_bytes(Path(matrix_file).read_bytes())
             except OSError as exc:
-                raise MatrixFileError(f"cannot copy matrix file {mf}: {exc.strerror}") from None
+                raise MatrixFileError(
+                    f"cannot copy matrix file {matrix_file}: {exc.strerror}") from None
             tail += ["--matrix", f"/out/{MATRIX_IN_OUT}"]
         ensure_image(client, image, context, rebuild=rebuild, base_image=base_image, log=log)
         run_id = uuid.uuid4().hex[:12]
@@ -311,10 +302,8 @@ def run_in_docker(
 def _run_all(runner: _Matrix, cpus: list[str], jobs: int) -> int:
     results: dict[str, ContainerResult] = {}
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="sdematrix-docker")
-    futures: dict[Future[ContainerResult], str] = {}
     try:
-        futures = {pool.submit(runner.one, cpu): cpu for cpu in cpus}
-        pending = set(futures)
+        pending: set[Future[ContainerResult]] = {pool.submit(runner.one, cpu) for cpu in cpus}
         while pending:
             # A short poll, not a blocking as_completed(): the main thread must
             # stay responsive to signals.

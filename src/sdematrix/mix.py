@@ -142,7 +142,7 @@ class Mix:
     meta: dict[str, Any] = field(default_factory=dict)
     # (function, image) -> its entry in `functions`, for add_instruction
     _findex: dict[tuple[str, str], FunctionMix] = field(
-        default_factory=dict, repr=False, compare=False
+        default_factory=dict, init=False, repr=False, compare=False
     )
 
     def add_instruction(
