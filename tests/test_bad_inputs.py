@@ -21,7 +21,6 @@ from doubles.fake_matrix import SDE_DOUBLE
 from doubles.sdematrix_cli import (
     SHIPPED_MATRIX,
     assert_one_line_error,
-    cli_env,
     run_cli,
 )
 from test_sde_mix import iform_file
@@ -153,22 +152,6 @@ def test_out_dir_cannot_be_made(where: str, tmp_path: Path) -> None:
         out = Path("/proc/sdematrix-cannot-exist/results")  # not creatable, even by root
     r = _sde_run("--out", str(out))
     assert_one_line_error(r, 2, str(out), "not writable")
-
-
-def test_probe_that_cannot_be_started_is_refused_up_front(tmp_path: Path) -> None:
-    """A broken $SDEMATRIX_PROBE would make every cell an error: the run is
-    refused before anything is written, with one line naming it (exit 2)."""
-    probe = tmp_path / "vc-probe"
-    probe.write_text("not executable")
-    probe.chmod(0o644)
-    out = tmp_path / "out"
-    r = run_cli(
-        "run", "--matrix", str(SHIPPED_MATRIX), "--cpu", "wsm,hsw", "--backend", "sde",
-        "--sde-path", str(SDE_DOUBLE), "--out", str(out),
-        env=cli_env(SDEMATRIX_PROBE=str(probe)),
-    )  # fmt: skip
-    assert_one_line_error(r, 2, f"SDEMATRIX_PROBE={probe}: not executable (mode 0644)")
-    assert not out.exists()
 
 
 # ------------------------------------------------------------ mix files --

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from doubles.fake_matrix import FAKE_PROBE, SDE_DOUBLE
+from doubles.sdematrix_cli import assert_one_line_error, cli_env, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 MATRIX = ROOT / "sde_matrix.yaml"
@@ -23,33 +24,12 @@ needs_matrix = pytest.mark.skipif(not MATRIX.exists(), reason="sde_matrix.yaml n
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SDE_", "FAKE_PROBE"))}
-    # no sde64 anywhere on PATH
-    env["PATH"] = os.pathsep.join(
-        p for p in env.get("PATH", "").split(os.pathsep) if p and not (Path(p) / "sde64").exists()
-    )
-    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(extra)
-    return env
+    return cli_env(hide_sde=True, **extra)
 
 
-def cli(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
-):
-    return subprocess.run(
-        [sys.executable, "-m", "sdematrix", *args],
-        check=False, capture_output=True, text=True, cwd=cwd, env=env or clean_env(), timeout=timeout,
-    )  # fmt: skip
-
-
-def assert_one_line_error(r: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
-    assert r.returncode == code, (r.returncode, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("sdematrix: error: ")
-    assert "Traceback" not in r.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
+def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+        timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, env=env or clean_env(), cwd=cwd, timeout=timeout)
 
 
 def test_bad_yaml(tmp_path):

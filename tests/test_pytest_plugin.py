@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from doubles.sdematrix_cli import ptrace_skip_reason
 
-from sdematrix.backends.ptrace import PtraceBackend
 from sdematrix.pytest_plugin import SHIPPED_TESTS, classify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +28,11 @@ def _pytest(*args: str, cwd: Path, env: dict[str, str] | None = None,
 def test_without_option_the_plugin_adds_nothing(tmp_path: Path) -> None:
     (tmp_path / "test_x.py").write_text("def test_x():\n    pass\n")
     p = _pytest("-q", "test_x.py", cwd=tmp_path)
-    assert p.returncode == 0 and "1 passed" in p.stdout, p.stdout + p.stderr
+    assert p.returncode == 0 and re.search(r"(?<!\d)1 passed", p.stdout), p.stdout + p.stderr
+    # the plugin is loaded (its option exists), it just collects nothing of its own
+    assert "--sde-cpu" in _pytest("--help", cwd=tmp_path).stdout
+    p = _pytest("--co", "-q", "test_x.py", cwd=tmp_path)
+    assert p.stdout.splitlines()[0] == "test_x.py::test_x" and "1 test collected" in p.stdout
 
 
 def test_unknown_cpu_is_a_usage_error_listing_names(tmp_path: Path) -> None:
@@ -50,7 +55,8 @@ def test_broken_probe_is_a_usage_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(
-    PtraceBackend().unavailable_reason() is not None, reason="ptrace backend unavailable here"
+    ptrace_skip_reason(ROOT / "sde_matrix.yaml", ["snb", "spr"]) is not None,
+    reason="the ptrace backend cannot run snb and spr here",
 )
 def test_sde_cpu_runs_the_shipped_checks_with_junit_properties(tmp_path: Path) -> None:
     junit = tmp_path / "sde.xml"

@@ -22,9 +22,16 @@ BAD_PROBE = Path(__file__).resolve().parent / "bad-probe"
 _DROP_PREFIXES = ("SDE_", "FAKE_PROBE", "BAD_PROBE", "SDEMATRIX_PROBE", "SDEMATRIX_DEBUG")
 
 
-def cli_env(**extra: str) -> dict[str, str]:
+def cli_env(*, hide_sde: bool = False, **extra: str) -> dict[str, str]:
+    """The caller's environment without other doubles' variables; with
+    hide_sde, no directory holding an sde64 stays on PATH either."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_DROP_PREFIXES)}
     env.pop("GITHUB_STEP_SUMMARY", None)
+    if hide_sde:
+        env["PATH"] = os.pathsep.join(
+            p for p in env.get("PATH", "").split(os.pathsep)
+            if p and not (Path(p) / "sde64").exists()
+        )
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra)
     return env
@@ -112,6 +119,16 @@ def ptrace_skip_reason(matrix: Path, models: list[str]) -> str | None:
         if why is not None:
             return why
     return None
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie, exited but not yet reaped,
+    does not count)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def processes_with(marker: str) -> list[tuple[int, str]]:
