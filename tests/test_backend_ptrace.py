@@ -104,10 +104,10 @@ def test_cannot_run_names_missing_features(
     assert backend.cannot_run(replace(m, isa=frozenset(host & m.isa))) is None
     # A host without VAES/AVX512F cannot execute what a model advertising them
     # makes the library (and glibc) run: skip, naming the features.
-    monkeypatch.setattr(ptrace_mod, "host_features", lambda: host - {"VAES", "AVX512F"})
-    why = backend.cannot_run(replace(m, isa=m.isa | {"VAES", "AVX512F"}))
+    with monkeypatch.context() as mp:  # undoes only this patch, not the fixture's
+        mp.setattr(ptrace_mod, "host_features", lambda: host - {"VAES", "AVX512F"})
+        why = backend.cannot_run(replace(m, isa=m.isa | {"VAES", "AVX512F"}))
     assert why is not None and "VAES" in why and "AVX512F" in why
-    monkeypatch.undo()
     # Features nothing in the probe's images dispatches on (AMX, FP16, PKU...) are
     # not a reason to skip: executing one would SIGILL, an error cell, not a pass.
     assert backend.cannot_run(replace(m, isa=frozenset(host & m.isa) | {"AMX_TILE"})) is None

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from doubles.fake_matrix import SDE_DOUBLE, fake_probe_command, make_matrix, model
+from doubles.sdematrix_cli import alive
 
 from sdematrix.backends.base import Backend, ProbeCommand, RunResult
 from sdematrix.backends.registry import BackendSelector, create_backend
@@ -214,14 +215,6 @@ def test_broken_runs_are_errors(tmp_path, knob, pattern):
     assert "\n" not in res.reason
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_hang_is_a_timeout_and_the_group_dies(tmp_path):
     pidfile = tmp_path / "pids"
     b = SdeBackend(environ=double_env(tmp_path, SDE_DOUBLE_HANG=str(pidfile)))
@@ -235,9 +228,9 @@ def test_hang_is_a_timeout_and_the_group_dies(tmp_path):
     pids = [int(p) for p in pidfile.read_text().split()]
     assert len(pids) == 2
     deadline = time.monotonic() + 5
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(_alive(p) for p in pids)
+    assert not any(alive(p) for p in pids)
 
 
 def test_flood_is_capped(tmp_path, monkeypatch):

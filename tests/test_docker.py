@@ -217,7 +217,8 @@ def test_sigterm_removes_every_container(project_image: str, tmp_path: Path) -> 
     try:
         deadline = time.monotonic() + 120
         while not _labelled():
-            assert proc.poll() is None, f"finished before any container existed: {proc.stdout}"
+            if proc.poll() is not None:
+                pytest.fail(f"finished before any container existed: {proc.communicate()[0]}")
             assert time.monotonic() < deadline, "no labelled container appeared"
             time.sleep(0.1)
         # let both containers get going, so the cleanup has running ones to kill

@@ -24,6 +24,7 @@ import pytest
 from doubles.sdematrix_cli import (
     BAD_PROBE,
     SHIPPED_MATRIX,
+    alive,
     cli_argv,
     cli_env,
     processes_with,
@@ -60,14 +61,6 @@ def _wait_gone(marker: str, within: float = 5.0) -> list[tuple[int, str]]:
         time.sleep(0.1)
         left = processes_with(marker)
     return left
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 # What each behaviour must look like: (cell mode.dir, behaviour, reason check).
@@ -172,7 +165,7 @@ def test_misbehaving_probe_makes_error_cells_and_the_run_goes_on(
     # trace when the probe exits, before it records its pid)
     assert len(pids.read_text().split()) in (3, 3 + 1)
     assert _wait_gone(marker) == []
-    assert not [p for p in map(int, pids.read_text().split()) if _alive(p)]
+    assert not [p for p in map(int, pids.read_text().split()) if alive(p)]
 
 
 @pytest.mark.parametrize(
@@ -210,7 +203,8 @@ def test_signal_ends_every_child_and_writes_the_finished_cells(
                 break
             time.sleep(0.1)
         else:
-            pytest.fail(f"the hanging cells never started: {proc.poll()} {proc.stderr}")
+            proc.kill()
+            pytest.fail(f"the hanging cells never started: {proc.communicate()[1]}")
         assert len(processes_with(marker)) >= 2 + 6  # 2 tracers + the blocked shells
         if to_group:
             os.killpg(proc.pid, sig)  # what a terminal's Ctrl-C does
@@ -228,7 +222,7 @@ def test_signal_ends_every_child_and_writes_the_finished_cells(
     )
     assert "not run (interrupted)" in stdout
     assert _wait_gone(marker) == [], "processes survived the interrupt"
-    assert not [p for p in map(int, pids.read_text().split()) if _alive(p)]
+    assert not [p for p in map(int, pids.read_text().split()) if alive(p)]
 
     cells = read_cells(out)
     doc = cells.pop("")

@@ -37,8 +37,6 @@ SIZES = sorted({
     65536 + 5, (1 << 20) + 3,
 })
 VC_ERR_TAG_LENGTH = int(lib.VC_ERR_TAG_LENGTH)
-VC_ERR_IV_LENGTH = int(lib.VC_ERR_IV_LENGTH)
-VC_ERR_AUTH = int(lib.VC_ERR_AUTH)
 
 
 @pytest.fixture
@@ -192,8 +190,18 @@ def test_cfb_errors_identical() -> None:
     assert vaescrypt.AESCFB.encrypt.hits == h
 
 
+def _empty_bytes_state() -> bytes:
+    """The shared empty bytes object past its reference count and type:
+    ob_size, the cached hash and ob_sval[0] (the terminating NUL)."""
+    import ctypes
+
+    head = 2 * ctypes.sizeof(ctypes.c_void_p)
+    return ctypes.string_at(id(b"") + head, sys.getsizeof(b"") - head)
+
+
 def test_empty_results_never_write_into_shared_empty_bytes() -> None:
     """A 0-byte result is CPython's shared b"": C must hand it back untouched."""
+    before = _empty_bytes_state()
     g = vaescrypt.AESGCM(bytes(16))
     ct = g.encrypt(bytes(12), b"", None)
     h = vaescrypt.AESGCM.decrypt.hits
@@ -203,6 +211,7 @@ def test_empty_results_never_write_into_shared_empty_bytes() -> None:
         g.decrypt(bytes(12), bytes(16), None)
     c = vaescrypt.AESCFB(bytes(16))
     assert c.decrypt(bytes(16), b"") == b"" == c.encrypt(bytes(16), b"")
+    assert _empty_bytes_state() == before
 
 
 def test_bind_is_set_once() -> None:

@@ -136,16 +136,19 @@ def _outcome(spec: CellSpec, backend: str, version: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+BACKEND = "sde"
+BACKEND_VERSION = "9.33.0 external"
+
+
 def write_results_dir(
     root: Path,
     specs: list[CellSpec],
     *,
-    backend: str = "sde",
-    version: str = "9.33.0 external",
     not_run: list[str] | None = None,
     skip_models: dict[str, str] | None = None,
 ) -> Path:
     """Write results.json, cells/, mix/ and a minimal junit.xml under `root`."""
+    backend, version = BACKEND, BACKEND_VERSION
     for sub in ("cells", "mix", "work"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     skip_models = skip_models or {}
