@@ -20,4 +20,7 @@ fi
 if command -v dockerd >/dev/null; then
     export SDEMATRIX_REQUIRE_DOCKER=1
 fi
-exec python3 -m pytest -q -n 2 --dist loadgroup "$@"
+echo "ci/test.sh: sdematrix doctor (what this host can run):"
+sdematrix doctor || echo "ci/test.sh: warning: sdematrix doctor found no runnable model" >&2
+# -rs: every skip is printed with its reason (a skip is a claim about this host).
+exec python3 -m pytest -q -rs -n 2 --dist loadgroup "$@"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 
 import pytest
 
@@ -20,3 +22,54 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def vaescrypt_cases(request: pytest.FixtureRequest) -> int:
     return int(request.config.getoption("--vaescrypt-cases"))
+
+
+# A skip is a claim that this host cannot do something.  A test skipped
+# because the ptrace tracer does not work here, for any reason other than one
+# the host really has (not x86-64 Linux, ptrace forbidden, no CPUID faulting,
+# a CPU without the model's ISA: sdematrix.doctor.is_host_limit), is turned
+# into a failure: "the tool is broken here" must never read as green.
+_TRACER_WORDS = re.compile(r"\bptrace\b|tracer", re.IGNORECASE)
+
+
+def _skip_reason(rep: pytest.TestReport) -> str:
+    lr = rep.longrepr
+    if isinstance(lr, tuple) and len(lr) == 3:
+        return str(lr[2])
+    return str(lr or "")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    rep: pytest.TestReport = outcome.get_result()
+    if not rep.skipped or hasattr(rep, "wasxfail"):
+        return
+    reason = _skip_reason(rep)
+    if not _TRACER_WORDS.search(reason):
+        return
+    from sdematrix.doctor import is_host_limit
+
+    if not is_host_limit(reason):
+        rep.outcome = "failed"
+        rep.longrepr = (
+            f"skipped for a reason that is not a limit of this host (the tracer is "
+            f"broken here, which is a failure): {reason}"
+        )
+    elif _UNAVAILABLE.search(reason) and _ptrace_usable():
+        rep.outcome = "failed"
+        rep.longrepr = (
+            f"skipped as if ptrace could not run here, but `sdematrix doctor` reports "
+            f"the ptrace backend usable on this host: {reason}"
+        )
+
+
+_UNAVAILABLE = re.compile(r"unavailable|not permitted|cannot run the tracer", re.IGNORECASE)
+
+
+@functools.cache
+def _ptrace_usable() -> bool:
+    """What `sdematrix doctor` says of ptrace on this host (once per worker)."""
+    from sdematrix.backends.ptrace import PtraceBackend
+
+    return PtraceBackend().unavailable_reason() is None

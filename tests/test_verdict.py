@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from doubles.fake_matrix import fake_digest, make_matrix, sel
 
 from sdematrix.backends.base import RunResult, Violation
+from sdematrix.cpuid_seen import profiled
+from sdematrix.matrix_file import load_matrix
 from sdematrix.mix import Mix
 from sdematrix.models import Cell
 from sdematrix.pytest_plugin import classify
 from sdematrix.verdict import judge
 
 LIB = "/usr/lib/libvaescrypt.so"
+SHIPPED = Path(__file__).resolve().parents[1] / "sde_matrix.yaml"
 
 
 def aesni_mix() -> Mix:
@@ -27,8 +31,12 @@ def aesni_mix() -> Mix:
 
 
 def probe(cell: Cell, path: str, **kw) -> dict:
+    """A probe report that saw exactly the cell's model (as a faithful backend gives)."""
+    seen = profiled(make_matrix().models[cell.cpu])
     d = {"probe": 1, "status": "ok", "mode": cell.mode, "dir": cell.direction,
          "key_bits": cell.key_bits, "length": cell.length, "seed": 1, "path": path,
+         "features": sorted(seen.features), "vendor": seen.vendor, "family": seen.family,
+         "model": seen.model, "xcr0": hex(seen.xcr0),
          "digest": fake_digest(cell, 1)}  # fmt: skip
     d.update(kw)
     return d
@@ -170,3 +178,59 @@ def test_missing_mix_is_a_failure_reason():
     o = judge(cell, matrix.models["hsw"], matrix, res, fake_digest(cell, 1))
     assert o.status == "fail"
     assert o.reasons == ["no instruction mix to check the path signature against"]
+
+
+def test_cpuid_seen_differs_from_profile_fails_naming_features():
+    """The program saw a CPU other than the model (a CPUID the backend did not
+    intercept): the cell fails naming each feature, under the dispatch check."""
+    matrix = make_matrix()
+    hsw = load_matrix(SHIPPED).models["hsw"]  # a real profile (the fake has none)
+    cell = Cell("hsw", "cfb8", "encrypt", 128, 64)
+    want = profiled(hsw)
+    gone = "avx2"
+    assert gone in want.features and "avx512f" not in want.features
+    seen = sorted((want.features - {gone}) | {"avx512f", "vaes"})
+    o = judge(cell, hsw, matrix,
+              ok_result(cell, "aesni", aesni_mix(), features=seen, vendor=want.vendor,
+                        family=want.family, model=want.model, xcr0=hex(want.xcr0 ^ 0xe0)),
+              fake_digest(cell, 1))  # fmt: skip
+    assert o.status == "fail"
+    assert {classify(r) for r in o.reasons} == {"dispatch"}, o.reasons
+    lines = [r for r in o.reasons if r.startswith("cpuid:")]
+    assert any("saw avx512f, vaes which the hsw profile lacks" in r for r in lines), lines
+    assert any(f"did not see {gone} which the hsw profile has" in r for r in lines), lines
+    assert any(f"XCR0 seen {want.xcr0 ^ 0xe0:#x}, profile {want.xcr0:#x}" in r for r in lines)
+
+
+def test_probe_without_features_is_not_a_pass():
+    matrix = make_matrix()
+    cell = Cell("hsw", "cfb8", "encrypt", 128, 64)
+    res = ok_result(cell, "aesni", aesni_mix())
+    assert res.probe is not None
+    del res.probe["features"]
+    o = judge(cell, matrix.models["hsw"], matrix, res, fake_digest(cell, 1))
+    assert o.status == "fail"
+    assert "cpuid: the probe did not report the features its dispatcher detected" in o.reasons
+
+
+def test_empty_region_is_an_error_not_a_pass():
+    """Marks never seen: zero instructions counted.  Even the generic path,
+    whose signature requires nothing, must not pass on no evidence."""
+    matrix = make_matrix()
+    cell = Cell("hsw", "cfb8", "encrypt", 128, 64)
+    matrix.expected[("hsw", "cfb8", "encrypt")] = "generic"
+    o = judge(cell, matrix.models["hsw"], matrix,
+              ok_result(cell, "generic", Mix(source="ptrace")), fake_digest(cell, 1))  # fmt: skip
+    assert o.status == "error"
+    assert o.reasons[0].startswith("empty region: the sde backend counted no instruction")
+
+
+def test_nothing_in_the_signature_scope_is_an_error():
+    matrix = make_matrix()
+    sig = matrix.signatures["aesni"]
+    matrix.signatures["aesni"] = dataclasses.replace(sig, scope="vc-probe*")
+    cell = Cell("hsw", "cfb8", "encrypt", 128, 64)
+    o = judge(cell, matrix.models["hsw"], matrix, ok_result(cell, "aesni", aesni_mix()),
+              fake_digest(cell, 1))  # fmt: skip
+    assert o.status == "error"
+    assert o.reasons[0].startswith("empty region: 234 instructions counted, none in scope vc-probe*")

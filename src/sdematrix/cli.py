@@ -3,14 +3,21 @@
 Sub-commands::
 
     sdematrix run [--matrix FILE] [--cpu spr,icl,...] [--backend auto|sde|ptrace|qemu]
+                  [--cpuid-mode auto|fault|bp] [--allow-skip]
                   [--sde-path PATH] [--junit FILE] [--out DIR] [--jobs N]
                   [--timeout S] [--seed N]
     sdematrix list-cpus [--matrix FILE] [--github-matrix]
     sdematrix explain CPU [--matrix FILE]
+    sdematrix doctor [--matrix FILE] [--json]   # backends usable here, CPUID mode
     sdematrix mix FILE              # an SDE mix file, normalised to JSON on stdout
 
 ``--matrix`` defaults to ``./sde_matrix.yaml`` when it exists, else the copy
 shipped inside the package.
+
+What you name must run: with ``--cpu`` or ``--backend`` given, a cell that no
+backend can run on this host is an error (exit 1), unless ``--allow-skip``; a
+default run skips it and the summary says, one line per reason, how many cells
+could not run and why.
 
 Exit codes: 0 every cell passed (skips allowed); 1 some cell failed or errored;
 2 bad input (unreadable/invalid YAML, unknown CPU, unavailable backend, a
@@ -39,6 +46,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import __version__, signals
+from .backends.registry import CPUID_MODES
 from .errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -196,6 +204,10 @@ def summary_table(report: Any) -> str:
     if report.not_run:
         tail += f", {len(report.not_run)} not run (interrupted)"
     lines.append(tail + f" in {report.duration_s:.1f}s")
+    for why, cpus, n in report.unrunnable():
+        what = "error" if report.strict else "skipped"
+        lines.append(f"could not run here ({what}): {n} cell{'s' if n != 1 else ''} "
+                     f"of {', '.join(cpus)}: {why}")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -212,9 +224,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .progress import Progress
     from .runner import run_cells
 
+    strict = _strict(args)
     matrix = _load(args.matrix)
     cpus = select_cpus(matrix, args.cpu) if args.cpu else list(matrix.models)
-    selector = BackendSelector(matrix, args.backend, sde_path=args.sde_path)
+    selector = BackendSelector(
+        matrix, args.backend or "auto", sde_path=args.sde_path, cpuid_mode=args.cpuid_mode
+    )
     if args.sde_path and "sde" in selector.unavailable:
         raise BackendUnavailableError(f"--sde-path: {selector.unavailable['sde']}")
     # A probe that cannot run would make every cell an error: refuse the run
@@ -250,6 +265,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         seed=args.seed,
         progress=progress,
+        strict=strict,
     )
     write_results(out, report)
     if junit_path is not None:
@@ -262,6 +278,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: interrupted; results for finished cells written", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _strict(args: argparse.Namespace) -> bool:
+    """Whether cells no backend can run are errors: the user named CPUs or a
+    backend (what you name must run) and did not say --allow-skip.  A default
+    run may skip what this host cannot run; --allow-skip there has nothing to
+    allow and is refused (exit 2)."""
+    named = bool(args.cpu) or args.backend not in (None, "auto")
+    if args.allow_skip and not named:
+        raise _UsageError(
+            "--allow-skip has nothing to allow without --cpu or --backend "
+            "(a default run already skips what this host cannot run)"
+        )
+    return named and not args.allow_skip
 
 
 def _write_run_reports(out: Path, report_dir: str | None) -> None:
@@ -328,25 +358,47 @@ def cmd_merge_results(args: argparse.Namespace) -> int:
 
 
 def cmd_docker_run(args: argparse.Namespace) -> int:
+    import shutil
+
     from .docker_runner import run_in_docker
     from .matrix_file import select_cpus
 
+    strict = _strict(args)
     matrix = _load(args.matrix)
     cpus = select_cpus(matrix, args.cpu) if args.cpu else list(matrix.models)
+    junit_path = Path(args.junit) if args.junit else None
+    # Each container runs `sdematrix run --cpu <one>`: it names its CPU, so
+    # it is strict unless this run is not (a default run, or --allow-skip).
+    tail = ["--cpuid-mode", args.cpuid_mode, *([] if strict else ["--allow-skip"])]
+    out = Path(args.out)
     code = run_in_docker(
         cpus,
-        out=Path(args.out),
+        out=out,
         jobs=args.jobs,
         image=args.image,
         context=Path(args.context),
         rebuild=args.build,
         base_image=args.base_image,
-        backend=args.backend,
+        backend=args.backend or "auto",
         timeout=args.timeout,
+        extra_args=tail,
         matrix_file=_matrix_path(args.matrix),
     )
-    if (Path(args.out) / "junit.xml").is_file():
-        print(f"junit: {Path(args.out) / 'junit.xml'}")
+    merged = out / "junit.xml"
+    if merged.is_file():
+        if junit_path is not None and junit_path.resolve() != merged.resolve():
+            try:
+                junit_path.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(merged, junit_path)
+            except OSError as e:
+                from .errors import OutputDirError
+
+                raise OutputDirError(
+                    f"cannot write JUnit file {junit_path}: {e.strerror or e}"
+                ) from None
+        print(f"junit: {junit_path or merged}")
+    if (out / "results.json").is_file():
+        _write_run_reports(out, args.report)
     return code
 
 
@@ -370,6 +422,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import diagnose, render
+
+    d = diagnose(_load(args.matrix), sde_path=args.sde_path)
+    if args.json:
+        _emit(d.to_json())
+    else:
+        sys.stdout.write(render(d))
+    return EXIT_OK if d.runnable else EXIT_FAILED
+
+
 def cmd_mix(args: argparse.Namespace) -> int:
     from .sde_mix import parse_mix_file
 
@@ -377,6 +440,19 @@ def cmd_mix(args: argparse.Namespace) -> int:
     indent = None if args.compact else 1
     sys.stdout.write(json.dumps(mix.to_json(), indent=indent) + "\n")
     return EXIT_OK
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    """Options `run` and `docker run` share, with one meaning."""
+    p.add_argument("--backend", default=None, choices=["auto", "sde", "ptrace", "qemu"],
+                   help="backend for every cell (default: auto, per model)")  # fmt: skip
+    p.add_argument("--cpuid-mode", default="auto", choices=list(CPUID_MODES),
+                   help="how the ptrace tracer presents CPUID: fault (kernel CPUID "
+                   "faulting), bp (breakpoints on every CPUID/XGETBV site), auto "
+                   "(fault where the host has it)")  # fmt: skip
+    p.add_argument("--allow-skip", action="store_true",
+                   help="with --cpu/--backend: skip cells this host cannot run instead "
+                   "of failing them")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -389,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run the matrix and judge every cell")
     r.add_argument("--matrix", help=matrix_help)
     r.add_argument("--cpu", help="comma-separated CPU names (default: all)")
-    r.add_argument("--backend", default="auto", choices=["auto", "sde", "ptrace", "qemu"])
+    _run_options(r)
     r.add_argument(
         "--sde-path", help="sde64 executable or SDE kit directory (else $SDE_PATH, PATH)"
     )
@@ -440,9 +516,12 @@ def build_parser() -> argparse.ArgumentParser:
     dr = dsub.add_parser("run", help="one container per CPU model, merged JUnit")
     dr.add_argument("--matrix", help=matrix_help)
     dr.add_argument("--cpu", help="comma-separated CPU names (default: all)")
-    dr.add_argument("--backend", default="auto", choices=["auto", "sde", "ptrace", "qemu"])
+    _run_options(dr)
     dr.add_argument("--jobs", type=_positive_int, default=2, help="containers at once")
     dr.add_argument("--out", default=DEFAULT_OUT + "-docker", help="results directory")
+    dr.add_argument("--junit", help="also write the merged JUnit XML here")
+    dr.add_argument("--report", metavar="DIR",
+                    help="also write report.html and summary.md into DIR")  # fmt: skip
     dr.add_argument("--image", default="sdematrix:latest", help="image tag")
     dr.add_argument("--context", default=".", help="build context with the Dockerfile")
     dr.add_argument("--build", action="store_true", help="rebuild the image even if present")
@@ -462,6 +541,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("cpu")
     e.add_argument("--matrix", help=matrix_help)
     e.set_defaults(func=cmd_explain)
+
+    dc = sub.add_parser("doctor", help="which backends work on this host, and why not")
+    dc.add_argument("--matrix", help=matrix_help)
+    dc.add_argument("--sde-path", help="sde64 executable or SDE kit directory")
+    dc.add_argument("--json", action="store_true", help="machine-readable output")
+    dc.set_defaults(func=cmd_doctor)
 
     m = sub.add_parser("mix", help="normalise an SDE mix file to JSON on stdout")
     m.add_argument("file")

@@ -166,7 +166,32 @@ def _case_properties(rec: CellRecord) -> dict[str, str]:
         "backend_version": o.backend_version or "",
         "path": o.path or "",
         "expected_path": o.expected_path or "",
+        **_coverage_properties(rec),
     }
+
+
+# Mix metadata that says how much the verdict saw (ptrace: the tracer's
+# counts; sde: how much of the image the function blocks cover; qemu: the
+# plugin's counts), recorded per testcase as coverage.<key>.
+COVERAGE_KEYS = (
+    "cpuid_mode", "cpuid_answered", "xgetbv_emulated", "steps", "regions",
+    "distinct_addresses", "threads_stepped", "images", "truncated", "function_coverage",
+)  # fmt: skip
+
+
+def _coverage_properties(rec: CellRecord) -> dict[str, str]:
+    mix = rec.result.mix if rec.result else None
+    if mix is None:
+        return {}
+    props = {"coverage.instructions": str(mix.overall.total)}
+    for k in COVERAGE_KEYS:
+        v = mix.meta.get(k)
+        if v is None:
+            continue
+        if isinstance(v, (list, tuple)):
+            v = " ".join(str(x) for x in v)
+        props[f"coverage.{k}"] = str(v)
+    return props
 
 
 def _testcase(rec: CellRecord) -> TestCase:

@@ -14,6 +14,9 @@ from .mix import Selector
 MODES = ("gcm", "cfb128", "cfb8", "cfb1")
 DIRECTIONS = ("encrypt", "decrypt")
 PATHS = ("generic", "aesni", "vaes_avx2", "avx10_256", "avx512")
+#: Prefix of the error reason of a cell the user named (``--cpu``/``--backend``)
+#: that no backend can run here; the rest of the reason says why.
+CANNOT_RUN = "cannot run here: "
 
 
 @dataclass(frozen=True)

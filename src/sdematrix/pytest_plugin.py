@@ -2,6 +2,7 @@
 
     pytest --sde-cpu=spr,icl,snb [--sde-backend auto|sde|ptrace|qemu]
            [--sde-path PATH/sde64] [--sde-matrix sde_matrix.yaml]
+           [--sde-cpuid-mode auto|fault|bp] [--sde-allow-skip]
 
 * Without ``--sde-cpu`` the plugin only registers its options and marker: it
   loads nothing and adds no tests.
@@ -16,6 +17,9 @@
 * Properties ``cpu``, ``backend``, ``path`` and ``expected_path`` are recorded
   with ``record_property``, so ``--junitxml`` carries them.
 * Unknown CPU names are a usage error listing the valid names.
+* What you name must run: a cell of a ``--sde-cpu`` model that no backend can
+  run on this host is an error (the test fails naming the reason), not a skip,
+  unless ``--sde-allow-skip`` is given.
 """
 
 from __future__ import annotations
@@ -43,6 +47,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="matrix file (default: ./sde_matrix.yaml or the shipped one)")
     g.addoption("--sde-timeout", default=300.0, type=float, metavar="S",
                 help="per-cell timeout in seconds")
+    g.addoption("--sde-cpuid-mode", default="auto", choices=("auto", "fault", "bp"),
+                help="how the ptrace tracer presents CPUID (default: auto)")
+    g.addoption("--sde-allow-skip", action="store_true", default=False,
+                help="skip cells no backend can run here instead of failing them")
 
 
 @dataclass
@@ -55,6 +63,8 @@ class SdeSession:
     sde_path: str | None
     timeout: float
     workdir: Path
+    cpuid_mode: str = "auto"
+    allow_skip: bool = False
     _selector: Any = None
     _cache: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -63,7 +73,9 @@ class SdeSession:
         from .backends.registry import BackendSelector
 
         if self._selector is None:
-            self._selector = BackendSelector(self.matrix, self.backend, sde_path=self.sde_path)
+            self._selector = BackendSelector(
+                self.matrix, self.backend, sde_path=self.sde_path, cpuid_mode=self.cpuid_mode
+            )
         return self._selector
 
     def run_cell(self, cell: Any) -> Any:
@@ -75,7 +87,7 @@ class SdeSession:
             if rec is None:
                 report = run_cells(self.matrix, [cell], self.selector(),
                                    workdir=self.workdir, jobs=1, timeout=self.timeout,
-                                   handle_signals=False)
+                                   handle_signals=False, strict=not self.allow_skip)
                 rec = report.records[0]
                 self._cache[cell.name] = rec
             return rec
@@ -101,7 +113,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if backend != "auto":  # an explicitly named backend must exist: fail at start
             from .backends.registry import BackendSelector
 
-            BackendSelector(matrix, backend, sde_path=config.getoption("sde_path"))
+            BackendSelector(matrix, backend, sde_path=config.getoption("sde_path"),
+                            cpuid_mode=config.getoption("sde_cpuid_mode"))
         from .probe import probe_path
 
         probe_path()  # a probe that cannot run: a usage error now, not 4 failures per cell
@@ -115,6 +128,8 @@ def pytest_configure(config: pytest.Config) -> None:
         sde_path=config.getoption("sde_path"),
         timeout=config.getoption("sde_timeout"),
         workdir=workdir,
+        cpuid_mode=config.getoption("sde_cpuid_mode"),
+        allow_skip=config.getoption("sde_allow_skip"),
     )
     shipped = str(SHIPPED_TESTS)
     if shipped not in config.args:
@@ -190,7 +205,7 @@ def sde_session(request: pytest.FixtureRequest) -> SdeSession:
 
 def classify(reason: str) -> str:
     """Which check a verdict reason belongs to."""
-    if reason.startswith("path:"):
+    if reason.startswith(("path:", "cpuid:")):
         return "dispatch"
     if reason.startswith("chip check"):
         return "chip"

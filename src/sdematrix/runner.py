@@ -33,13 +33,14 @@ from typing import Any
 from .backends.base import ProbeCommand, RunResult
 from .backends.registry import BackendSelector
 from .errors import SdeMatrixError
-from .models import Cell, CpuModel, Matrix
+from .models import CANNOT_RUN, Cell, CpuModel, Matrix
 from .progress import Progress
 from .verdict import Outcome, judge
 
 __all__ = ["CellRecord", "RunReport", "kill_descendants", "run_cells"]
 
 ProbeFn = Callable[[Cell, int], ProbeCommand]
+
 DigestFn = Callable[[Cell, int], str]
 
 
@@ -65,6 +66,7 @@ class RunReport:
     jobs: int = 1
     timeout_s: float = 0.0
     backend_requested: str = "auto"
+    strict: bool = False  # cells no backend can run are errors, not skips
     backends: dict[str, dict[str, Any]] = field(default_factory=dict)
     model_backends: dict[str, dict[str, Any]] = field(default_factory=dict)
     workdir: str | None = None
@@ -75,6 +77,27 @@ class RunReport:
     @property
     def ok(self) -> bool:
         return not any(r.outcome.status in ("fail", "error") for r in self.records)
+
+    def unrunnable(self) -> list[tuple[str, list[str], int]]:
+        """Cells no backend could run here, grouped by reason, in first-seen
+        order: (reason, models, cells).  Skipped cells of a default run and
+        the errors of a strict one alike."""
+        groups: dict[str, tuple[list[str], list[int]]] = {}
+        for r in self.records:
+            res = r.result
+            if res is None or not res.reason:
+                continue
+            if res.status == "skip":
+                why = res.reason
+            elif res.status == "error" and res.reason.startswith(CANNOT_RUN):
+                why = res.reason[len(CANNOT_RUN) :]
+            else:
+                continue
+            cpus, n = groups.setdefault(why, ([], [0]))
+            if r.cell.cpu not in cpus:
+                cpus.append(r.cell.cpu)
+            n[0] += 1
+        return [(why, cpus, n[0]) for why, (cpus, n) in groups.items()]
 
 
 def _now() -> str:
@@ -178,10 +201,21 @@ def _run_one(
     seed: int,
     make_probe: ProbeFn,
     expected_digest: DigestFn,
+    strict: bool = False,
 ) -> CellRecord:
     choice = selector.choose(model)
     if choice.backend is None:
-        res = RunResult(backend=selector.requested, status="skip", reason=choice.skip_reason)
+        # What the user named must run: under `strict` (the CLI's --cpu or
+        # --backend without --allow-skip) a cell no backend can run is an
+        # error, so the run cannot end green without having run it.
+        if strict:
+            res = RunResult(
+                backend=selector.requested,
+                status="error",
+                reason=f"{CANNOT_RUN}{choice.skip_reason}",
+            )
+        else:
+            res = RunResult(backend=selector.requested, status="skip", reason=choice.skip_reason)
         return CellRecord(cell, judge(cell, model, matrix, res, None), res)
     backend = choice.backend
     try:
@@ -236,8 +270,10 @@ def run_cells(
     expected_digest: DigestFn | None = None,
     progress: Progress | None = None,
     handle_signals: bool = True,
+    strict: bool = False,
 ) -> RunReport:
-    """Run `cells` and judge them; see the module docstring."""
+    """Run `cells` and judge them; see the module docstring.  With `strict`, a
+    cell that no backend can run here is an error instead of a skip."""
     seed = matrix.seed if seed is None else seed
     if make_probe is None or expected_digest is None:
         d_make, d_digest = _default_probe_fns()
@@ -253,6 +289,7 @@ def run_cells(
         jobs=jobs,
         timeout_s=timeout,
         backend_requested=selector.requested,
+        strict=strict,
         started_at=_now(),
         workdir=str(workdir),
     )
@@ -296,7 +333,7 @@ def run_cells(
             progress.start(cell)
         rec = _run_one(
             cell, matrix.models[cell.cpu], matrix, selector, workdir, timeout, seed,
-            make_probe, expected_digest,
+            make_probe, expected_digest, strict,
         )  # fmt: skip
         if stop.is_set():
             # finished only because we killed it: not a result

@@ -4,12 +4,16 @@
 an :class:`Outcome`:
 
 * ``skip``  -- the backend could not run the model here (reason given);
-* ``error`` -- the run itself broke: crash, timeout, no probe JSON, unreadable mix
-  (the reason plus the last output lines);
+* ``error`` -- the run itself broke: crash, timeout, no probe JSON, unreadable mix,
+  an empty region (no instruction counted: no evidence is never a pass), or a
+  cell the user named that no backend can run (the reason plus the last output lines);
 * ``fail``  -- the run completed but broke a rule; *every* broken rule is listed,
   one line each:
     - probe status not ``ok``;
     - chosen path != expected path (from the probe's ``path``);
+    - the CPU the probe's dispatcher detected (features, vendor, family/model,
+      XCR0) != what the model's CPUID profile decodes to (``cpuid:`` lines,
+      :mod:`sdematrix.cpuid_seen`);
     - each selector the expected path's signature requires for this cell (keys
       ``*``, ``<mode>`` and ``<mode>.<direction>``) that counts 0 in the signature's scope of the mix;
     - each selector the signature forbids that counts > 0, naming the top
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .backends.base import RunResult
+from .cpuid_seen import cpuid_differences
 from .matrix_file import required_selectors
 from .mix import Mix, Selector, format_form, top_offenders
 from .models import Cell, CpuModel, Matrix
@@ -117,6 +122,26 @@ def _forbidden_detail(mix: Mix, sel: Selector, scope: str) -> str:
     return ""
 
 
+def _empty_region(result: RunResult, matrix: Matrix, expected: str) -> str | None:
+    """Why the run's mix is no evidence (None when it has counts where the
+    expected path's signature looks)."""
+    mix = result.mix
+    if mix is None:
+        return None
+    if mix.overall.total == 0:
+        return (
+            f"empty region: the {result.backend} backend counted no instruction between the "
+            "SSC marks (marks not seen, or nothing traced)"
+        )
+    sig = matrix.signatures.get(expected)
+    if sig is not None and sig.scope != "all" and mix.scoped(sig.scope).total == 0:
+        return (
+            f"empty region: {mix.overall.total} instructions counted, none in scope "
+            f"{sig.scope} where path {expected}'s signature is judged"
+        )
+    return None
+
+
 def judge(
     cell: Cell,
     model: CpuModel,
@@ -161,6 +186,15 @@ def judge(
         out.reasons = [f"no probe JSON in the output (exit code {code})"]
         out.output_tail = _last_output(result)
         return out
+    empty = _empty_region(result, matrix, expected)
+    if empty is not None:
+        # No evidence is not a pass: a region whose marks were never seen (or
+        # a backend that counted nothing) would satisfy every forbid and the
+        # generic path's empty signature.
+        out.status = "error"
+        out.reasons = [empty]
+        out.output_tail = _last_output(result)
+        return out
 
     reasons: list[str] = []
     if result.probe is not None:
@@ -172,6 +206,7 @@ def judge(
             )
         if out.path != expected:
             reasons.append(f"path: expected {expected}, got {out.path}")
+        reasons.extend(cpuid_differences(probe, model))
     else:
         reasons.append("the probe did not finish (stopped by the chip check), so no path/digest")
 

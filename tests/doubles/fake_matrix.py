@@ -6,14 +6,29 @@ from pathlib import Path
 
 from sdematrix.backends.base import ProbeCommand
 from sdematrix.mix import Selector
-from sdematrix.models import Cell, CpuModel, Matrix, PathSignature, Workload
+from sdematrix.models import Cell, CpuidLeaf, CpuModel, Matrix, PathSignature, Workload
 
 DOUBLES = Path(__file__).resolve().parent
 SDE_DOUBLE = DOUBLES / "sde64"
 FAKE_PROBE = DOUBLES / "fake-probe"
 
 
+SHIPPED_MATRIX = DOUBLES.parents[1] / "sde_matrix.yaml"
+
+
+def _shipped_profile(chip: str | None) -> tuple[tuple[CpuidLeaf, ...], int]:
+    """The CPUID profile and XCR0 of the shipped model with SDE knob `chip`
+    (what fake-probe under the SDE double reports), or the empty profile."""
+    from sdematrix.matrix_file import load_matrix
+
+    for m in load_matrix(SHIPPED_MATRIX).models.values():
+        if chip is not None and m.sde_chip == chip:
+            return m.cpuid, m.xcr0
+    return (), 0xE7
+
+
 def model(name: str, chip: str | None, bits: int = 512, exe_only: bool = False) -> CpuModel:
+    cpuid, xcr0 = _shipped_profile(chip)
     return CpuModel(
         name=name,
         title=name.upper(),
@@ -21,8 +36,8 @@ def model(name: str, chip: str | None, bits: int = 512, exe_only: bool = False) 
         sde_chip=chip,
         qemu_model=None,
         chip_check_exe_only=exe_only,
-        cpuid=(),
-        xcr0=0xE7,
+        cpuid=cpuid,
+        xcr0=xcr0,
         isa=frozenset({"AES"}),
         max_vector_bits=bits,
     )

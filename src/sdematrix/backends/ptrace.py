@@ -281,8 +281,9 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
 class PtraceBackend:
     name = "ptrace"
 
-    def __init__(self, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+    def __init__(self, max_steps: int = DEFAULT_MAX_STEPS, cpuid_mode: str = "auto") -> None:
         self.max_steps = max_steps
+        self.cpuid_mode = cpuid_mode
         self._unavailable: str | None = None
         self._checked = False
         self._cpuid_mode: str | None = None
@@ -386,6 +387,7 @@ class PtraceBackend:
                 "--profile", str(profile),
                 "--out", str(out),
                 "--max-steps", str(self.max_steps),
+                "--cpuid-mode", self.cpuid_mode,
                 "--", exe, *probe.argv[1:],
             ]  # fmt: skip
             proc = run_process(argv, env=env, cwd=workdir, timeout=timeout)

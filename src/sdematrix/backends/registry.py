@@ -18,7 +18,13 @@ from ..errors import BackendUnavailableError
 from ..models import CpuModel, Matrix
 from .base import Backend
 
-__all__ = ["BACKEND_NAMES", "BackendChoice", "BackendSelector", "create_backend"]
+__all__ = [
+    "BACKEND_NAMES",
+    "CPUID_MODES",
+    "BackendChoice",
+    "BackendSelector",
+    "create_backend",
+]
 
 # name -> (module, class); modules are imported on first use so that a backend
 # with heavy or missing dependencies does not break the others.
@@ -50,8 +56,17 @@ class _Missing:
         raise RuntimeError(self._why)
 
 
-def create_backend(name: str, *, sde_path: str | None = None) -> Backend:
-    """Instantiate one backend by name (ValueError for an unknown name)."""
+CPUID_MODES: tuple[str, ...] = ("auto", "fault", "bp")
+
+
+def create_backend(
+    name: str, *, sde_path: str | None = None, cpuid_mode: str = "auto"
+) -> Backend:
+    """Instantiate one backend by name (ValueError for an unknown name).
+    `cpuid_mode` (auto|fault|bp) is how the ptrace tracer makes the program
+    see the model's CPUID; the other backends have no such choice."""
+    if cpuid_mode not in CPUID_MODES:
+        raise ValueError(f"unknown CPUID mode {cpuid_mode!r} (choose from {', '.join(CPUID_MODES)})")
     if name not in _CLASSES:
         raise ValueError(f"unknown backend {name!r} (choose from auto, {', '.join(BACKEND_NAMES)})")
     mod_name, cls_name = _CLASSES[name]
@@ -61,6 +76,8 @@ def create_backend(name: str, *, sde_path: str | None = None) -> Backend:
         return _Missing(name, f"{mod_name}.{cls_name}: {e}")  # type: ignore[return-value]
     if name == "sde":
         return cls(sde_path=sde_path)  # type: ignore[no-any-return]
+    if name == "ptrace":
+        return cls(cpuid_mode=cpuid_mode)  # type: ignore[no-any-return]
     return cls()  # type: ignore[no-any-return]
 
 
@@ -79,10 +96,14 @@ class BackendSelector:
         requested: str = "auto",
         *,
         sde_path: str | None = None,
+        cpuid_mode: str = "auto",
         factory: Callable[[str], Backend] | None = None,
     ) -> None:
         self.requested = requested
-        make = factory or (lambda n: create_backend(n, sde_path=sde_path))
+        self.cpuid_mode = cpuid_mode
+        make = factory or (
+            lambda n: create_backend(n, sde_path=sde_path, cpuid_mode=cpuid_mode)
+        )
         if requested == "auto":
             names = [n for n in matrix.backend_preference if n in _CLASSES] or list(BACKEND_NAMES)
         elif requested in _CLASSES:

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from ..errors import OutputDirError
+from ..models import CANNOT_RUN
 from .load import CellGroup, CellResult, RunResults, load_results
 
 __all__ = ["BUDGET", "SYMBOLS", "emit_step_summary", "render_markdown", "write_markdown"]
@@ -100,17 +101,26 @@ def _problem_lines(res: RunResults) -> list[str]:
 
 
 def _skip_lines(res: RunResults) -> list[str]:
-    by_cpu: dict[str, list[CellResult]] = {}
+    """One line per reason a cell could not run here: the skips of a default
+    run, the "cannot run here" errors of a run that named its CPUs or backend,
+    and cells an interrupt left unrun."""
+    groups: dict[tuple[str, str], list[CellResult]] = {}
     for c in res.cells:
+        first = c.reasons[0] if c.reasons else c.status
         if c.status in ("skip", "not_run"):
-            by_cpu.setdefault(c.cpu, []).append(c)
+            kind = c.status
+        elif c.status == "error" and first.startswith(CANNOT_RUN):
+            kind, first = "error", first[len(CANNOT_RUN) :]
+        else:
+            continue
+        groups.setdefault((kind, first), []).append(c)
     out: list[str] = []
-    for cpu, cs in by_cpu.items():
-        reasons = list(dict.fromkeys(c.reasons[0] if c.reasons else c.status for c in cs))
-        sym = SYMBOLS["skip"] if any(c.status == "skip" for c in cs) else SYMBOLS["not_run"]
+    for (kind, why), cs in groups.items():
+        cpus = ", ".join(dict.fromkeys(c.cpu for c in cs))
+        n = len(cs)
         out.append(
-            f"- {sym} **{_md(cpu)}** ({len(cs)} cell{'s' if len(cs) != 1 else ''}): "
-            f"{_md(_clip('; '.join(reasons)))}"
+            f"- {SYMBOLS[kind]} {n} cell{'s' if n != 1 else ''} ({_md(cpus)}): "
+            f"{_md(_clip(why))}"
         )
     return out
 
@@ -169,8 +179,12 @@ def render_markdown(res: RunResults) -> str:
         tail += _fit(problems, max(1024, remaining * 3 // 4), "failures", MAX_PROBLEMS)
     if skips:
         used = len("\n".join(tail).encode())
-        tail += ["", "**Skipped**", ""]
-        tail += _fit(skips, max(512, remaining - used), "skipped models", MAX_PROBLEMS)
+        n = sum(1 for c in res.cells if c.status in ("skip", "not_run")) + sum(
+            1 for c in res.cells
+            if c.status == "error" and c.reasons and c.reasons[0].startswith(CANNOT_RUN)
+        )  # fmt: skip
+        tail += ["", f"**Could not run here ({n} cell{'s' if n != 1 else ''})**", ""]
+        tail += _fit(skips, max(512, remaining - used), "reasons", MAX_PROBLEMS)
     warnings = res.all_warnings()
     if warnings:
         first = _md(_clip(warnings[0]))
