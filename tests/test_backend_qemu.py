@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sdematrix.backends.base import Backend, ProbeCommand, RunResult
-from sdematrix.backends.qemu import QemuBackend, mix_from_plugin
+from sdematrix.backends.qemu import TCG_TESTS, QemuBackend, mix_from_plugin, tcg_tests_for
 from sdematrix.errors import MixFileError
 from sdematrix.matrix_file import load_matrix
 from sdematrix.mix import Selector
@@ -113,9 +113,13 @@ def test_models_it_cannot_run(backend: QemuBackend) -> None:
     vaes = _model(
         "adl", "Alder Lake", "Haswell", _BASE + _NHM + _AVX + _HSW + " VAES VPCLMULQDQ", 256
     )
-    assert "VAES" in (backend.cannot_run(vaes) or "")
+    support = backend.tcg_support()
+    if support["vaes256"] != "ok":
+        assert "VAES on ymm" in (backend.cannot_run(vaes) or "")
     zmm = _model("skx", "Skylake-SP", "Skylake-Server", _BASE + " AVX512F", 512)
-    assert "AVX512F" in (backend.cannot_run(zmm) or "")
+    if support["avx512f"] != "ok":
+        why = backend.cannot_run(zmm) or ""
+        assert "AVX-512" in why and f"QEMU {backend.version_number()}" in why, why
     bogus = _model("xx", "Nothing", "NoSuchCpu", _BASE, 128)
     assert "NoSuchCpu" in (backend.cannot_run(bogus) or "")
     # enforce: TCG lacks x2apic / tsc-deadline, so the bare model is refused,
@@ -129,9 +133,55 @@ def test_models_it_cannot_run(backend: QemuBackend) -> None:
 
 def test_skip_result_for_unrunnable_model(backend: QemuBackend, tmp_path: Path) -> None:
     vaes = _model("zen3", "Zen 3", "EPYC-Milan", _BASE + _NHM + " VAES", 256)
+    if backend.tcg_support()["vaes256"] == "ok":
+        pytest.skip(f"{backend.version()} runs ymm VAESENC correctly: nothing to refuse")
     cell = Cell("zen3", "gcm", "encrypt", 128, 16)
     r = backend.run(cell, vaes, probe_command(cell, SEED), tmp_path, 60)
-    assert r.status == "skip" and "VAES" in (r.reason or "")
+    assert r.status == "skip" and "VAES on ymm" in (r.reason or "")
+
+
+def test_version_and_tcg_support_are_measured(backend: QemuBackend, tmp_path: Path) -> None:
+    """Detected from the installed binary: the version from --version, what
+    TCG runs from the probe program under -cpu max (each answer one of the
+    three measured outcomes, never a guess)."""
+    import re
+
+    out = subprocess.run([backend.qemu_path() or "", "--version"], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    assert re.search(rf"version {re.escape(backend.version_number() or '?')}\b", out)
+    b = QemuBackend(cache=tmp_path)
+    support = b.tcg_support()
+    assert set(support) == set(TCG_TESTS)
+    assert set(support.values()) <= {"ok", "missing", "wrong"}, support
+    if (b.version_number() or "").startswith("7.2."):
+        # QEMU 7.2's TCG, as documented in the backend: no AVX-512, no
+        # VPCLMULQDQ, and ymm VAESENC with a wrong upper lane.
+        assert support["avx512f"] == "missing" and support["vpclmulqdq256"] == "missing"
+        assert support["vaes256"] == "wrong"
+    # the refusal names what is missing and the version it was measured on
+    spr_like = _model("spr", "Sapphire Rapids", "SapphireRapids",
+                      _BASE + _NHM + _AVX + _HSW + " AVX512F AVX512VL VAES VPCLMULQDQ", 512)  # fmt: skip
+    if any(support[t] != "ok" for t in tcg_tests_for(spr_like)):
+        why = b.cannot_run(spr_like) or ""
+        assert f"QEMU {b.version_number()}" in why and "TCG" in why, why
+    # cached per binary: a new backend object reads the cache, runs nothing
+    store = tmp_path / "qemu-tcg-support.json"
+    assert store.is_file()
+    again = QemuBackend(cache=tmp_path)
+    again._query_quiet = None  # type: ignore[assignment,method-assign]  # would raise if run
+    assert again.tcg_support() == support
+
+
+def test_tcg_tests_a_model_needs() -> None:
+    assert tcg_tests_for(MODELS["hsw"]) == []
+    ymm = _model("adl", "Alder Lake", None, _BASE + " AVX2 VAES VPCLMULQDQ", 256)
+    assert tcg_tests_for(ymm) == ["vaes256", "vpclmulqdq256"]
+    zmm = _model("spr", "SPR", None, _BASE + " AVX512F VAES VPCLMULQDQ", 512)
+    assert tcg_tests_for(zmm) == [
+        "avx512f", "vaes256", "vaes512", "vpclmulqdq256", "vpclmulqdq512"
+    ]  # fmt: skip
+    avx10_256 = _model("gnr256", "GNR/256", None, _BASE + " AVX512F VAES", 256)
+    assert tcg_tests_for(avx10_256) == ["avx512f", "vaes256"]
 
 
 # ------------------------------------------------------------ mixes --
