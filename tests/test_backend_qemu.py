@@ -6,17 +6,22 @@ Needs qemu-x86_64 and the built probe; each test skips with the reason if not.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from sdematrix.backends.base import Backend, RunResult
-from sdematrix.backends.qemu import QemuBackend
+from sdematrix.backends.base import Backend, ProbeCommand, RunResult
+from sdematrix.backends.qemu import TCG_TESTS, QemuBackend, mix_from_plugin, tcg_tests_for
 from sdematrix.errors import MixFileError
+from sdematrix.matrix_file import load_matrix
 from sdematrix.mix import Selector
 from sdematrix.models import Cell, CpuModel
 from sdematrix.probe import ProbeError, expected_digest, probe_command, probe_path
-from sdematrix.qemu_plugin import build_plugin, parse_last_file, parse_plugin_output
+from sdematrix.qemu_plugin import PluginOutput, build_plugin, parse_last_file, parse_plugin_output
+from sdematrix.symbols import Mapping
+from sdematrix.verdict import judge
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 1
@@ -108,9 +113,13 @@ def test_models_it_cannot_run(backend: QemuBackend) -> None:
     vaes = _model(
         "adl", "Alder Lake", "Haswell", _BASE + _NHM + _AVX + _HSW + " VAES VPCLMULQDQ", 256
     )
-    assert "VAES" in (backend.cannot_run(vaes) or "")
+    support = backend.tcg_support()
+    if support["vaes256"] != "ok":
+        assert "VAES on ymm" in (backend.cannot_run(vaes) or "")
     zmm = _model("skx", "Skylake-SP", "Skylake-Server", _BASE + " AVX512F", 512)
-    assert "AVX512F" in (backend.cannot_run(zmm) or "")
+    if support["avx512f"] != "ok":
+        why = backend.cannot_run(zmm) or ""
+        assert "AVX-512" in why and f"QEMU {backend.version_number()}" in why, why
     bogus = _model("xx", "Nothing", "NoSuchCpu", _BASE, 128)
     assert "NoSuchCpu" in (backend.cannot_run(bogus) or "")
     # enforce: TCG lacks x2apic / tsc-deadline, so the bare model is refused,
@@ -124,9 +133,55 @@ def test_models_it_cannot_run(backend: QemuBackend) -> None:
 
 def test_skip_result_for_unrunnable_model(backend: QemuBackend, tmp_path: Path) -> None:
     vaes = _model("zen3", "Zen 3", "EPYC-Milan", _BASE + _NHM + " VAES", 256)
+    if backend.tcg_support()["vaes256"] == "ok":
+        pytest.skip(f"{backend.version()} runs ymm VAESENC correctly: nothing to refuse")
     cell = Cell("zen3", "gcm", "encrypt", 128, 16)
     r = backend.run(cell, vaes, probe_command(cell, SEED), tmp_path, 60)
-    assert r.status == "skip" and "VAES" in (r.reason or "")
+    assert r.status == "skip" and "VAES on ymm" in (r.reason or "")
+
+
+def test_version_and_tcg_support_are_measured(backend: QemuBackend, tmp_path: Path) -> None:
+    """Detected from the installed binary: the version from --version, what
+    TCG runs from the probe program under -cpu max (each answer one of the
+    three measured outcomes, never a guess)."""
+    import re
+
+    out = subprocess.run([backend.qemu_path() or "", "--version"], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    assert re.search(rf"version {re.escape(backend.version_number() or '?')}\b", out)
+    b = QemuBackend(cache=tmp_path)
+    support = b.tcg_support()
+    assert set(support) == set(TCG_TESTS)
+    assert set(support.values()) <= {"ok", "missing", "wrong"}, support
+    if (b.version_number() or "").startswith("7.2."):
+        # QEMU 7.2's TCG, as documented in the backend: no AVX-512, no
+        # VPCLMULQDQ, and ymm VAESENC with a wrong upper lane.
+        assert support["avx512f"] == "missing" and support["vpclmulqdq256"] == "missing"
+        assert support["vaes256"] == "wrong"
+    # the refusal names what is missing and the version it was measured on
+    spr_like = _model("spr", "Sapphire Rapids", "SapphireRapids",
+                      _BASE + _NHM + _AVX + _HSW + " AVX512F AVX512VL VAES VPCLMULQDQ", 512)  # fmt: skip
+    if any(support[t] != "ok" for t in tcg_tests_for(spr_like)):
+        why = b.cannot_run(spr_like) or ""
+        assert f"QEMU {b.version_number()}" in why and "TCG" in why, why
+    # cached per binary: a new backend object reads the cache, runs nothing
+    store = tmp_path / "qemu-tcg-support.json"
+    assert store.is_file()
+    again = QemuBackend(cache=tmp_path)
+    again._query_quiet = None  # type: ignore[assignment,method-assign]  # would raise if run
+    assert again.tcg_support() == support
+
+
+def test_tcg_tests_a_model_needs() -> None:
+    assert tcg_tests_for(MODELS["hsw"]) == []
+    ymm = _model("adl", "Alder Lake", None, _BASE + " AVX2 VAES VPCLMULQDQ", 256)
+    assert tcg_tests_for(ymm) == ["vaes256", "vpclmulqdq256"]
+    zmm = _model("spr", "SPR", None, _BASE + " AVX512F VAES VPCLMULQDQ", 512)
+    assert tcg_tests_for(zmm) == [
+        "avx512f", "vaes256", "vaes512", "vpclmulqdq256", "vpclmulqdq512"
+    ]  # fmt: skip
+    avx10_256 = _model("gnr256", "GNR/256", None, _BASE + " AVX512F VAES", 256)
+    assert tcg_tests_for(avx10_256) == ["avx512f", "vaes256"]
 
 
 # ------------------------------------------------------------ mixes --
@@ -270,3 +325,135 @@ def test_plugin_output_parser(tmp_path: Path) -> None:
     short.write_bytes(b"SDMLAST1" + bytes(10))
     with pytest.raises(MixFileError):
         parse_last_file(short)
+
+
+# ------------------------------------------- the shared chip check on the mix --
+
+# A real program with the probe's SSC marks around one LZCNT, built with gcc.
+# On a CPU without LZCNT (ABM) the bytes F3 0F BD execute as BSR (the REP
+# prefix is ignored): no SIGILL, a different answer.  QEMU does exactly that
+# under -cpu Westmere, so only the chip check on the executed bytes sees it.
+# Arguments: "lzcnt" (marked region with the LZCNT) or "empty" (no marks at
+# all); it prints a probe-format JSON report with the instruction's result.
+LZCNT_SRC = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned long lzcnt_region(unsigned long x) {
+    unsigned long r;
+    __asm__ volatile("mov $0x111, %%ebx\n\t.byte 0x64, 0x67, 0x90\n\t"
+                     "lzcnt %1, %0\n\t"
+                     "mov $0x222, %%ebx\n\t.byte 0x64, 0x67, 0x90"
+                     : "=r"(r) : "r"(x) : "rbx", "cc");
+    return r;
+}
+
+int main(int argc, char **argv) {
+    volatile unsigned long x = 0x10;
+    unsigned long r = 0;
+    if (argc > 1 && strcmp(argv[1], "lzcnt") == 0)
+        r = lzcnt_region(x);
+    printf("{\"probe\": 1, \"status\": \"ok\", \"mode\": \"gcm\", \"dir\": \"encrypt\", "
+           "\"key_bits\": 128, \"length\": 16, \"seed\": 1, \"forced\": false, "
+           "\"selected\": {}, \"features\": [], \"vendor\": \"GenuineIntel\", "
+           "\"family\": 6, \"model\": 44, \"xcr0\": \"0x0\", \"path\": \"generic\", "
+           "\"digest\": \"%064lx\", \"result\": %lu}\n", r, r);
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def lzcnt_prog(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build the LZCNT test program and is not installed")
+    d = tmp_path_factory.mktemp("lzcnt")
+    src, exe = d / "lzcnt.c", d / "lzcnt"
+    src.write_text(LZCNT_SRC)
+    subprocess.run(["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", str(src), "-o",
+                    str(exe)], check=True)  # fmt: skip
+    return exe
+
+
+def _run_prog(b: QemuBackend, tmp: Path, cpu: str, argv: list[str]) -> RunResult:
+    cell = Cell(cpu, "gcm", "encrypt", 128, 16)
+    return b.run(cell, MODELS[cpu], ProbeCommand(tuple(argv)), tmp, timeout=60)
+
+
+def test_lzcnt_on_westmere_is_a_chip_check_violation(
+    backend: QemuBackend, tmp_path: Path, lzcnt_prog: Path
+) -> None:
+    r = _run_prog(backend, tmp_path, "wsm", [str(lzcnt_prog), "lzcnt"])
+    # QEMU ran it without a fault, as BSR: bit index 4, not LZCNT's 59.
+    assert r.exit_code == 0 and r.probe is not None and r.probe["result"] == 4, r.reason
+    assert r.status == "ok"
+    assert r.mix is not None and r.mix.meta["regions_started"] == 1
+    assert count_all(r, mnemonic="LZCNT") == 1
+    assert len(r.violations) == 1, [v.describe() for v in r.violations]
+    v = r.violations[0]
+    assert v.mnemonic == "LZCNT" and "LZCNT not in model wsm" in v.reason
+    # F3 REX.W 0F BD /r: the whole instruction, as it is in the program
+    code = bytes.fromhex(v.bytes_hex or "")
+    assert code[0] == 0xF3 and code[2:4] == b"\x0f\xbd" and v.address is not None
+    assert v.function == "main" or "lzcnt" in (v.function or ""), v.describe()
+    assert (v.image or "").endswith("/lzcnt")
+    # ... and the verdict fails the cell on it.
+    matrix = load_matrix(ROOT / "sde_matrix.yaml")
+    out = judge(Cell("wsm", "gcm", "encrypt", 128, 16), MODELS["wsm"], matrix, r, None)
+    assert out.status == "fail", out.reasons
+    assert any("chip check (wsm)" in x and "LZCNT" in x for x in out.reasons), out.reasons
+
+
+def test_lzcnt_on_haswell_is_clean(
+    backend: QemuBackend, tmp_path: Path, lzcnt_prog: Path
+) -> None:
+    """Control: the same program on a model with LZCNT, the real instruction."""
+    r = _run_prog(backend, tmp_path, "hsw", [str(lzcnt_prog), "lzcnt"])
+    assert r.status == "ok" and r.probe is not None and r.probe["result"] == 59, r.reason
+    assert not r.violations
+    assert count_all(r, mnemonic="LZCNT") == 1
+
+
+def test_empty_region_is_an_error_with_total_zero(
+    backend: QemuBackend, tmp_path: Path, lzcnt_prog: Path
+) -> None:
+    r = _run_prog(backend, tmp_path, "wsm", [str(lzcnt_prog), "empty"])
+    assert r.status == "error" and "empty" in (r.reason or ""), r.reason
+    assert r.probe is not None and r.probe["status"] == "ok"
+    # The mix is there and honest: nothing was counted.
+    assert r.mix is not None
+    assert r.mix.meta["regions_started"] == 0
+    assert r.mix.overall.total == 0 and r.mix.scoped("lzcnt*").total == 0
+
+
+def count_all(result: RunResult, **sel: str) -> int:
+    assert result.mix is not None
+    return Selector(**sel).count(result.mix.overall)
+
+
+
+def test_page_crossing_instruction_is_completed_from_the_file(tmp_path: Path) -> None:
+    """QEMU 7.2 gives a plugin only the first page's bytes of an instruction
+    that crosses a page: the mix re-reads it from the mapped file (an AESENC
+    whose record holds only 66 0f must count as AESENC, not INVALID)."""
+    img = tmp_path / "img"
+    aesenc = bytes.fromhex("660f38dcc1")  # aesenc xmm0, xmm1
+    img.write_bytes(b"\x90" * 0x1FFE + aesenc + b"\xc3" * 0x1000)
+    base = 0x400000
+    run = PluginOutput(
+        pid=1,
+        counts={(base + 0x1FFE, aesenc[:2]): 7, (base + 0x2003, b"\xc3"): 7},
+        maps=[
+            Mapping(base, base + 0x2000, "r-xp", 0, str(img)),
+            Mapping(base + 0x2000, base + 0x3000, "r-xp", 0x2000, str(img)),
+        ],
+    )
+    mix, violations = mix_from_plugin([run], model=MODELS["wsm"])
+    assert mix.overall.mnemonic == {"AESENC": 7, "RET": 7}
+    assert not violations
+    # Bytes the file does not agree with are left as QEMU gave them.
+    bad = PluginOutput(pid=1, counts={(base + 0x1FFE, b"\x0f"): 1}, maps=run.maps)
+    mix, violations = mix_from_plugin([bad], model=MODELS["wsm"])
+    assert mix.overall.mnemonic == {"INVALID": 1}
+    assert [v.reason for v in violations] == ["undecodable instruction"]

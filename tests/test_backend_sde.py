@@ -18,6 +18,7 @@ from sdematrix.backends.base import Backend, ProbeCommand, RunResult
 from sdematrix.backends.registry import BackendSelector, create_backend
 from sdematrix.backends.sde import SdeBackend, parse_chip_check, run_process
 from sdematrix.errors import BackendUnavailableError
+from sdematrix.mix import Selector
 from sdematrix.models import Cell
 
 CELL = Cell("spr", "gcm", "encrypt", 128, 64)
@@ -326,3 +327,84 @@ def test_real_sde_end_to_end(tmp_path):
     assert res.status == "ok", res.reason
     assert res.probe is not None and res.probe["digest"] == expected_digest(CELL, 1)
     assert res.mix is not None and res.mix.overall.total > 0
+
+
+# ------------------------------------------- coverage of the scoped counts --
+
+HSW = model("hsw", "hsw", 256)
+AESNI_CELL = Cell("hsw", "cfb8", "encrypt", 128, 64)
+
+
+def _scoped_matrix():
+    """The fake matrix with its signatures scoped to the probe image, as
+    sde_matrix.yaml's are ("vc-probe*")."""
+    from dataclasses import replace
+
+    m = make_matrix()
+    m.signatures = {k: replace(s, scope="fake-probe*") for k, s in m.signatures.items()}
+    return m
+
+
+def _judge_aesni(tmp_path, **knobs):
+    from doubles.fake_matrix import fake_digest
+
+    from sdematrix.verdict import judge
+
+    tmp_path.mkdir(exist_ok=True)
+    env = double_env(tmp_path, FAKE_PROBE_PATH="aesni", **knobs)
+    res = SdeBackend(environ=env).run(
+        AESNI_CELL, HSW, fake_probe_command(AESNI_CELL, 1), tmp_path, 30
+    )
+    out = judge(AESNI_CELL, HSW, _scoped_matrix(), res, fake_digest(AESNI_CELL, 1))
+    return res, out
+
+
+def test_full_coverage_judges_the_scope(tmp_path):
+    """Control: SDE lists every function of the region (100 %): the aesni
+    cell passes, and a forbidden zmm row in the probe's own function fails it."""
+    res, out = _judge_aesni(tmp_path)
+    assert res.mix is not None and res.mix.meta["function_coverage"] == 1.0
+    assert out.status == "pass", out.reasons
+    _, out = _judge_aesni(
+        tmp_path / "z", SDE_DOUBLE_EXTRA_ROWS="VPXORD_ZMMu32_MASKmskw_ZMMu32_ZMMu32_AVX512=3"
+    )
+    assert out.status == "fail" and any("forbidden" in r for r in out.reasons), out.reasons
+
+
+def test_forbidden_rows_in_unlisted_functions_are_an_error_not_a_pass(tmp_path):
+    """SDE lists only its top functions.  A forbidden instruction that ran in a
+    function it did not list is invisible in the probe image's scope: judged
+    on the listed functions alone the cell would pass."""
+    zmm = "VAESENC_ZMMu128_ZMMu128_ZMMu128_AVX512"
+    res, out = _judge_aesni(tmp_path, SDE_DOUBLE_UNLISTED_ROWS=f"{zmm}=40")
+    assert res.status == "ok" and res.mix is not None
+    cov = res.mix.meta["function_coverage"]
+    assert 0 < cov < 1
+    # the scope, counted from the listed functions, really is blind to them
+    assert Selector(width="zmm").count(res.mix.scoped("fake-probe*")) == 0
+    assert Selector(width="zmm").count(res.mix.overall) == 40
+    assert out.status == "error", out.reasons
+    first = out.reasons[0]
+    assert "undecidable" in first and f"{100 * cov:.2f}%" in first and "width=zmm" in first
+
+
+def test_unlisted_rows_that_no_forbid_matches_leave_the_check_decidable(tmp_path):
+    """Partial coverage alone is no error: when every instruction a forbid
+    selector matches is in a listed function (here: none ran at all), the
+    scoped count is exact."""
+    res, out = _judge_aesni(tmp_path, SDE_DOUBLE_UNLISTED_ROWS="MOV_GPRv_MEMv=500,RET_NEAR=9")
+    assert res.mix is not None and res.mix.meta["function_coverage"] < 1
+    assert out.status == "pass", out.reasons
+
+
+def test_empty_region_is_an_error_with_total_zero(tmp_path):
+    """Marks never executed: SDE writes histograms with '*total 0'.  The mix is
+    kept (total 0, honestly), the run is an error."""
+    env = double_env(tmp_path, FAKE_PROBE_PATH="aesni", SDE_DOUBLE_EMPTY="1")
+    res = SdeBackend(environ=env).run(
+        AESNI_CELL, HSW, fake_probe_command(AESNI_CELL, 1), tmp_path, 30
+    )
+    assert res.status == "error" and "no instruction" in (res.reason or ""), res.reason
+    assert res.probe is not None and res.probe["status"] == "ok"
+    assert res.mix is not None and res.mix.functions == []
+    assert res.mix.overall.total == 0 and res.mix.scoped("fake-probe*").total == 0

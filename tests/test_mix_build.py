@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sdematrix.decode import Insn
-from sdematrix.mix_build import Executed, mix_from_executed
+from sdematrix.decode import BASELINE_FEATURES, Insn
+from sdematrix.mix_build import Executed, checked_mix, mix_from_executed
+from sdematrix.models import CpuModel
 from sdematrix.symbols import Location, Symbolizer
 
 AESENC = bytes.fromhex("660f38dcc1")  # aesenc xmm0, xmm1
@@ -86,3 +87,38 @@ def test_real_symbolizer_of_this_process() -> None:
     lo, path = int(fields[0].split("-")[0], 16), fields[5]
     mix = mix_from_executed("ptrace", [Executed(lo, RET, 7, sym.locate)])
     assert list(mix.images) == [path] and mix.images[path].total == 7
+
+
+def _check_model(isa: str, bits: int, xcr0: int) -> CpuModel:
+    return CpuModel(
+        name="m", title="M", vendor="GenuineIntel", sde_chip=None, qemu_model=None,
+        chip_check_exe_only=False, cpuid=(), xcr0=xcr0,
+        isa=frozenset(isa.split()) | BASELINE_FEATURES, max_vector_bits=bits,
+    )  # fmt: skip
+
+
+def test_checked_mix_one_violation_per_offending_address() -> None:
+    """The chip check ptrace and QEMU share: a Violation per distinct
+    executed instruction the model lacks, with where and what."""
+    a = _space({0x1000: Location("/bin/p", "enc", 0x1000, 0x1100)})
+    executed = [
+        Executed(0x1000, AESENC, 10, a),
+        Executed(0x1005, VAESENC_YMM + b"\x90", 3, a),
+        Executed(0x100A, VAESENC_ZMM, 2, a),
+        Executed(0x1010, RET, 1, a),
+    ]
+    aes_only = _check_model("SSE3 SSSE3 SSE4_1 AES PCLMULQDQ", 128, 0x3)
+    mix, violations = checked_mix("qemu", executed, aes_only)
+    assert mix.source == "qemu" and mix.overall.total == 16
+    assert [(v.address, v.mnemonic, v.bytes_hex) for v in violations] == [
+        (0x1005, "VAESENC", VAESENC_YMM.hex()),
+        (0x100A, "VAESENC", VAESENC_ZMM.hex()),
+    ]
+    assert all("not in model m" in v.reason for v in violations)
+    assert violations[0].image == "?"  # 0x1005 is not in the locator's table
+    # a model with everything: no violation; no model: no check at all
+    full = _check_model("AES AVX AVX2 VAES AVX512F AVX512VL", 512, 0xE7)
+    assert checked_mix("ptrace", executed, full)[1] == []
+    assert checked_mix("ptrace", executed, None)[1] == []
+    # the limit caps the list
+    assert len(checked_mix("ptrace", executed, aes_only, limit=1)[1]) == 1

@@ -9,7 +9,13 @@ import pytest
 
 from sdematrix.errors import MixFileError
 from sdematrix.mix import Selector, top_offenders
-from sdematrix.sde_mix import classify, parse_mix_file, parse_mix_text
+from sdematrix.sde_mix import (
+    classify,
+    forbid_coverage_problem,
+    parse_mix_file,
+    parse_mix_text,
+    unlisted_count,
+)
 
 FIXTURE = Path("/work/shared/fixtures/sde/sde-9.24.0-mix-out.txt")
 needs_fixture = pytest.mark.skipif(not FIXTURE.exists(), reason="SDE fixture not present")
@@ -238,3 +244,43 @@ def test_bad_function_header():
     text = iform_file().replace("IMG: /opt", "IMAGE /opt", 1)
     with pytest.raises(MixFileError, match="dynamic-counts-for-function"):
         parse_mix_text(text, "t.mix")
+
+
+@needs_fixture
+def test_fixture_partial_function_coverage_makes_image_forbids_undecidable(fixture_mix):
+    """The real file lists 10 functions = 99.49 % of the region: what ran in
+    the other functions is invisible to an image scope."""
+    m = fixture_mix
+    assert len(m.functions) == 10
+    assert m.meta["function_covered"] == 187044305 and m.meta["region_total"] == 187998768
+    assert f"{100 * m.meta['function_coverage']:.2f}" == "99.49"
+    tz = Selector(mnemonic="TZCNT")
+    # all 342 TZCNT of the run are outside the listed functions
+    assert tz.count(m.overall) == 342 and unlisted_count(m, tz) == 342
+    assert tz.count(m.scoped("cc")) == 0  # a forbid on it would "pass" ...
+    why = forbid_coverage_problem(m, "cc", [Selector(mnemonic="AESENC"), tz])
+    assert why is not None  # ... but it is undecidable, and says why
+    assert "99.49%" in why and "187044305 of 187998768" in why and "{mnemonic=TZCNT} x342" in why
+    assert "AESENC" not in why
+    # decidable: nothing forbidden ran anywhere, or the scope is the whole run
+    assert forbid_coverage_problem(m, "cc", [Selector(mnemonic="AESENC")]) is None
+    assert forbid_coverage_problem(m, "all", [tz]) is None
+    assert forbid_coverage_problem(m, "cc", []) is None
+
+
+def test_forbidden_rows_all_in_listed_functions_are_decidable():
+    """Partial coverage, but every forbidden instruction is in a listed
+    function: the scoped count is exact (here it fails the check, rightly)."""
+    fn = ("# $dynamic-counts-for-function: f  IMG: /bin/vc-probe at [0x1000, 0x1100)  50.000%\n"
+          "#\nVAESENC_ZMMu128_ZMMu128_ZMMu128_AVX512 5\nADD_GPRv_IMMb 5\n*total 10\n")
+    text = ("# Mix output version 10\n# EMIT_GLOBAL_DYNAMIC_STATS   EMIT# 1\n" + fn
+            + "# $global-dynamic-counts\n#\nVAESENC_ZMMu128_ZMMu128_ZMMu128_AVX512 5\n"
+            "ADD_GPRv_IMMb 15\n*total 20\n")  # fmt: skip
+    m = parse_mix_text(text)
+    assert m.meta["function_coverage"] == 0.5
+    zmm = Selector(width="zmm")
+    assert unlisted_count(m, zmm) == 0 and zmm.count(m.scoped("vc-probe*")) == 5
+    assert forbid_coverage_problem(m, "vc-probe*", [zmm]) is None
+    add = Selector(mnemonic="ADD")
+    assert unlisted_count(m, add) == 10
+    assert "50.00%" in (forbid_coverage_problem(m, "vc-probe*", [add]) or "")

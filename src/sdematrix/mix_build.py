@@ -6,7 +6,14 @@ how many times it ran, and a way to name the address (its own symboliser);
 :func:`mix_from_executed` decodes the bytes (iced-x86, :mod:`sdematrix.decode`),
 names the address, accounts the executions in the mix and gives every
 function of the mix its run-time address range.  A backend that must look at
-each decoded instruction (the ptrace chip check) passes ``on_insn``.
+each decoded instruction passes ``on_insn``.
+
+:func:`checked_mix` is that plus the chip check both backends share: every
+distinct executed instruction is checked against the model's ISA with
+:func:`sdematrix.decode.chip_check`, one :class:`Violation` per offending
+address.  ptrace and QEMU call this one function, so a mix from either is
+judged by the same rules (QEMU 7.2 runs LZCNT as BSR on a Westmere model
+without a fault: only this check sees it).
 """
 
 from __future__ import annotations
@@ -14,11 +21,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .decode import Insn, decode
+from .backends.base import Violation
+from .decode import Insn, chip_check, decode
 from .mix import Mix
+from .models import CpuModel
 from .symbols import Location
 
-__all__ = ["Executed", "mix_from_executed"]
+__all__ = ["MAX_VIOLATIONS", "Executed", "checked_mix", "mix_from_executed"]
+
+# Violations kept per run: one per offending address, and a run that breaks
+# the model everywhere needs no more than this many lines to say so.
+MAX_VIOLATIONS = 200
 
 Locate = Callable[[int], Location]
 
@@ -65,3 +78,34 @@ def mix_from_executed(
     for fm in mix.functions:
         fm.lo, fm.hi = ranges.get((fm.name, fm.image), (None, None))
     return mix
+
+
+def checked_mix(
+    source: str,
+    executed: Iterable[Executed],
+    model: CpuModel | None,
+    limit: int = MAX_VIOLATIONS,
+) -> tuple[Mix, list[Violation]]:
+    """:func:`mix_from_executed` plus the chip check against `model` (None:
+    no check): every distinct executed instruction the model cannot execute
+    gives one Violation (address, function, image, mnemonic, bytes), the
+    first `limit` of them in execution-record order."""
+    violations: list[Violation] = []
+
+    def check(ex: Executed, insn: Insn, loc: Location) -> None:
+        if model is None or len(violations) >= limit:
+            return
+        why = chip_check(insn, model)
+        if why is not None:
+            violations.append(
+                Violation(
+                    reason=why,
+                    address=ex.address,
+                    function=loc.function,
+                    image=loc.image,
+                    mnemonic=insn.mnemonic,
+                    bytes_hex=ex.code[: insn.length].hex(),
+                )
+            )
+
+    return mix_from_executed(source, executed, check), violations

@@ -10,8 +10,10 @@ The file (format "Mix output version 10", checked against a real SDE 9.24 file i
   histogram per hot function.  SDE prints them per thread and, after the global
   section starts, once more summed over threads; the summed ones are used when
   present, else the per-thread ones are merged.  -> ``mix.functions`` and, summed
-  per image, ``mix.images``.  SDE lists only its top functions, so
-  ``meta["function_coverage"]`` says which fraction of the total they cover.
+  per image, ``mix.images``.  SDE lists only its top functions (the real 9.24
+  fixture: 10 functions = 99.49 %), so ``meta["function_coverage"]`` says which
+  fraction of the total they cover, and :func:`forbid_coverage_problem` says
+  when an image-scoped forbid check cannot be decided on them.
 * ``# $global-dynamic-counts`` (the last block): the whole run -> ``mix.overall``.
 
 Every block holds rows ``NAME  COUNT`` and is closed by ``*total N``.  Rows whose
@@ -31,14 +33,21 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from .errors import MixFileError
-from .mix import Form, FunctionMix, Mix, MixCounts
+from .mix import Form, FunctionMix, Mix, MixCounts, Selector
 
-__all__ = ["classify", "parse_mix_file", "parse_mix_text"]
+__all__ = [
+    "classify",
+    "forbid_coverage_problem",
+    "parse_mix_file",
+    "parse_mix_text",
+    "unlisted_count",
+]
 
 # --------------------------------------------------------------------------
 # Row classification
@@ -359,6 +368,8 @@ def parse_mix_text(text: str, source_name: str = "<mix>") -> Mix:
             "groups": dict(final.groups),
             "image_addresses": image_addresses,
             "function_coverage": (covered / final.counts.total) if final.counts.total else None,
+            "function_covered": covered,
+            "region_total": final.counts.total,
             "functions_from": "global" if global_f else "threads",
             "unattributed": final.counts.total - sum(final.counts.forms.values()),
             "early_global_totals": [b.counts.total for b in blocks if b.kind == "global-early"],
@@ -378,3 +389,40 @@ def summarize(mix: Mix) -> dict[str, object]:
         "by_encoding": dict(o.encoding),
         "top_isa_sets": dict(top_sets.most_common(8)),
     }
+
+
+def unlisted_count(mix: Mix, selector: Selector) -> int:
+    """How many of the run's instructions matching `selector` are in no
+    function of ``mix.functions``: the whole run's count (complete, SDE's
+    global block) minus what the listed functions account for.  0 for a mix
+    whose every instruction is attributed (ptrace, QEMU: by construction)."""
+    listed = sum(selector.count(f.counts) for f in mix.functions)
+    return max(selector.count(mix.overall) - listed, 0)
+
+
+def forbid_coverage_problem(mix: Mix, scope: str, forbid: Sequence[Selector]) -> str | None:
+    """Why the `forbid` selectors cannot be judged in `scope` on this mix, or
+    None when they can.
+
+    Image scopes are counted from the per-function blocks.  When those do not
+    cover the whole region (SDE lists only its top functions), an instruction
+    the scope forbids may have run in a function SDE did not list: a count of
+    0 in the scope would then be a pass on partial evidence.  The check is
+    decidable exactly when every forbidden instruction of the run is in a
+    listed function (then the scoped count is exact), which includes the
+    case where the complete whole-run count is 0.  Scope ``all`` is the
+    complete global block: always decidable."""
+    if scope == "all":
+        return None
+    blind = [(sel, n) for sel in forbid if (n := unlisted_count(mix, sel)) > 0]
+    if not blind:
+        return None
+    covered = sum(f.counts.total for f in mix.functions)
+    total = mix.overall.total
+    pct = 100.0 * covered / total if total else 0.0
+    what = "; ".join(f"{sel.describe()} x{n}" for sel, n in blind[:3])
+    return (
+        f"forbid check in scope {scope} is undecidable: the per-function counts cover "
+        f"{pct:.2f}% of the region ({covered} of {total} instructions) and forbidden "
+        f"instructions ran in functions the mix does not list: {what}"
+    )

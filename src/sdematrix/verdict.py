@@ -34,6 +34,7 @@ from .cpuid_seen import cpuid_differences
 from .matrix_file import required_selectors
 from .mix import Mix, Selector, format_form, top_offenders
 from .models import Cell, CpuModel, Matrix
+from .sde_mix import forbid_coverage_problem
 
 __all__ = ["Outcome", "OutcomeStatus", "judge"]
 
@@ -212,6 +213,7 @@ def judge(
 
     sig = matrix.signatures.get(expected)
     mix = result.mix
+    undecidable: str | None = None
     missing_required = False
     if sig is None:
         reasons.append(f"the matrix has no signature for path {expected}")
@@ -221,6 +223,9 @@ def judge(
     else:
         counts = mix.scoped(sig.scope)
         where = "" if sig.scope == "all" else f" in scope {sig.scope}"
+        # SDE lists only its top functions: a forbid count of 0 in an image
+        # scope is no evidence when forbidden instructions ran unlisted.
+        undecidable = forbid_coverage_problem(mix, sig.scope, sig.forbid)
         for sel in required_selectors(sig, cell.mode, cell.direction):
             if sel.count(counts) == 0:
                 missing_required = True
@@ -257,6 +262,10 @@ def judge(
     if digest_checked and expected_digest is not None and out.digest != expected_digest:
         reasons.append(f"digest: expected {expected_digest}, got {out.digest}")
 
+    if undecidable is not None:
+        out.status = "error"
+        out.reasons = [undecidable, *reasons]
+        return out
     if reasons:
         out.status = "fail"
         out.reasons = reasons

@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..decode import Insn, chip_check
 from ..mix import Mix
-from ..mix_build import Executed, mix_from_executed
+from ..mix_build import Executed, checked_mix
 from ..models import Cell, CpuModel
-from ..symbols import Location, Symbolizer
+from ..symbols import Symbolizer
 from .base import ProbeCommand, RunResult, Violation
 from .ptrace_profile import Site, image_sites, program_images, write_profile
 from .sde import run_process, tail_lines
@@ -35,7 +34,6 @@ __all__ = ["PtraceBackend", "TracerOutput", "host_features", "parse_tracer_outpu
 
 TRACER_ENV = "SDEMATRIX_TRACER"
 DEFAULT_MAX_STEPS = 50_000_000
-MAX_VIOLATIONS = 200
 
 # /proc/cpuinfo flag -> iced CpuidFeature name (the vocabulary of CpuModel.isa).
 _FLAG_TO_FEATURE = {
@@ -239,31 +237,14 @@ def _probe_report(stdout: str) -> tuple[dict[str, Any] | None, str | None]:
 
 def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[Violation]]:
     """Decode the recorded instructions into a Mix; chip-check each against
-    `model` (one Violation per offending address)."""
+    `model` (one Violation per offending address; the check QEMU shares)."""
     symbolizers = {sid: Symbolizer(text) for sid, text in traced.maps.items()}
     empty = Symbolizer("")
-    violations: list[Violation] = []
-
-    def check(ex: Executed, insn: Insn, loc: Location) -> None:
-        if model is not None and len(violations) < MAX_VIOLATIONS:
-            why = chip_check(insn, model)
-            if why is not None:
-                violations.append(
-                    Violation(
-                        reason=why,
-                        address=ex.address,
-                        function=loc.function,
-                        image=loc.image,
-                        mnemonic=insn.mnemonic,
-                        bytes_hex=ex.code[: insn.length].hex(),
-                    )
-                )
-
     executed = (
         Executed(addr, code, count, symbolizers.get(space, empty).locate)
         for space, addr, count, code in traced.insns
     )
-    mix = mix_from_executed("ptrace", executed, check)
+    mix, violations = checked_mix("ptrace", executed, model)
     mix.meta.update(
         {
             "cpuid_mode": traced.cpuid_mode,

@@ -14,13 +14,20 @@ What QEMU gives us:
 * the instruction mix: the same plugin counts every instruction executed
   between the probe's SSC marks (``sdematrix/qemu_plugin/sdematrix_mix.c``).
 
-QEMU 7.2 is used only for models without VAES, VPCLMULQDQ or AVX-512: it has
-no AVX-512 or VPCLMULQDQ at all, and its ymm VAESENC/VAESDEC compute the upper
-lane wrongly, so such models are refused in :meth:`QemuBackend.cannot_run`.
+What TCG can run is detected from the installed binary, never assumed:
+``qemu-x86_64 --version`` names the version, ``-cpu help`` the models, and a
+small static program (``qemu_plugin/tcg_probe.c``) run under ``-cpu max``
+checks the wide instructions the library's tiers use -- AVX-512, ymm/zmm VAES
+and VPCLMULQDQ -- for a SIGILL (TCG lacks it) or a wrong result (TCG runs it
+wrongly: QEMU 7.2's ymm VAESENC computes the upper lane wrongly).  A model that
+needs a capability this QEMU lacks is refused in :meth:`QemuBackend.cannot_run`,
+naming the capability and the QEMU version.  The result is cached per QEMU
+binary (path, size, mtime).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -38,7 +45,7 @@ from elftools.elf.elffile import ELFFile
 from ..decode import chip_check, decode
 from ..errors import MixFileError
 from ..mix import Mix
-from ..mix_build import Executed, mix_from_executed
+from ..mix_build import Executed, checked_mix
 from ..models import Cell, CpuModel
 from ..probe import ProbeError, parse_probe_output
 from ..qemu_plugin import (
@@ -46,6 +53,8 @@ from ..qemu_plugin import (
     PluginBuildError,
     PluginOutput,
     build_plugin,
+    build_tcg_probe,
+    cache_dir,
     parse_last_file,
     parse_plugin_output,
 )
@@ -53,18 +62,36 @@ from ..symbols import Location, Symbolizer, load_image
 from .base import ProbeCommand, RunResult, Violation
 from .sde import run_process, tail_lines
 
-__all__ = ["QemuBackend", "mix_from_plugin", "sigill_violation"]
+__all__ = ["TCG_TESTS", "QemuBackend", "mix_from_plugin", "sigill_violation", "tcg_tests_for"]
 
 QEMU_EXE = "qemu-x86_64"
 QEMU_ENV = "SDEMATRIX_QEMU"
 PREFLIGHT_TIMEOUT = 30.0
 
-# Model features QEMU 7.2 TCG cannot run faithfully (see the module docstring).
-_UNFAITHFUL = ("VAES", "VPCLMULQDQ", "AVX512F")
-_UNFAITHFUL_WHY = (
-    "QEMU 7.2 has no AVX-512 or VPCLMULQDQ, and its ymm VAESENC/VAESDEC compute "
-    "the upper lane wrongly"
-)
+# TCG capability tests (tcg_probe.c) and when a model needs each: a model
+# feature (iced name) plus, for the 512-bit forms, AVX-512 with zmm vectors.
+TCG_TESTS: dict[str, str] = {
+    "avx512f": "AVX-512 (zmm)",
+    "vaes256": "VAES on ymm",
+    "vpclmulqdq256": "VPCLMULQDQ on ymm",
+    "vaes512": "VAES on zmm",
+    "vpclmulqdq512": "VPCLMULQDQ on zmm",
+}
+_VERSION_RE = re.compile(r"version (\d+\.\d+(?:\.\d+)?)")
+
+
+def tcg_tests_for(model: CpuModel) -> list[str]:
+    """The capability tests a model's tiers depend on."""
+    wide = model.max_vector_bits > 256 or "AVX512F" in model.isa
+    need = []
+    if wide:
+        need.append("avx512f")
+    for feat, test in (("VAES", "vaes"), ("VPCLMULQDQ", "vpclmulqdq")):
+        if feat in model.isa:
+            need.append(f"{test}256")
+            if wide and model.max_vector_bits > 256:
+                need.append(f"{test}512")
+    return need
 _TCG_MISSING = re.compile(r"TCG doesn't support requested feature: (\S+) \[bit")
 _UNCAUGHT = re.compile(r"uncaught target signal (\d+)")
 
@@ -98,6 +125,8 @@ class QemuBackend:
         self._plugin: Path | None = None
         self._plugin_reason: str | None = None
         self._plugin_checked = False
+        self._tcg: dict[str, str] | None = None
+        self._tcg_lock = threading.Lock()
 
     # -------------------------------------------------------- discovery --
     def qemu_path(self) -> str | None:
@@ -120,6 +149,84 @@ class QemuBackend:
         try:
             return subprocess.run(
                 [qemu, *args],
+                capture_output=True,
+                text=True,
+                timeout=PREFLIGHT_TIMEOUT,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    def version_number(self) -> str | None:
+        """"7.2.22" from ``qemu-x86_64 version 7.2.22 (Debian ...)``."""
+        m = _VERSION_RE.search(self.version() or "")
+        return m.group(1) if m else None
+
+    def _qemu_label(self) -> str:
+        return f"QEMU {self.version_number() or '(unknown version)'}"
+
+    def tcg_support(self) -> dict[str, str]:
+        """test name -> "ok" | "missing" (SIGILL under -cpu max) | "wrong"
+        (ran, wrong result) | "unknown: why" for every TCG_TESTS entry, measured
+        on this QEMU binary; cached in memory and in the cache directory per
+        binary path, size and mtime."""
+        with self._tcg_lock:
+            if self._tcg is not None:
+                return self._tcg
+            self._tcg = self._measure_tcg()
+            return self._tcg
+
+    def _measure_tcg(self) -> dict[str, str]:
+        qemu = self.qemu_path()
+        if qemu is None:
+            return {t: "unknown: no qemu" for t in TCG_TESTS}
+        try:
+            probe = build_tcg_probe(self._cache)
+        except PluginBuildError as e:
+            return {t: f"unknown: {e}" for t in TCG_TESTS}
+        st = os.stat(qemu)
+        key = f"{os.path.realpath(qemu)}:{st.st_size}:{st.st_mtime_ns}:{probe.name}"
+        store = (self._cache or cache_dir()) / "qemu-tcg-support.json"
+        try:
+            known = json.loads(store.read_text())
+        except (OSError, ValueError):
+            known = {}
+        if isinstance(known, dict) and isinstance(known.get(key), dict):
+            return {t: str(known[key].get(t, "unknown: not measured")) for t in TCG_TESTS}
+        out: dict[str, str] = {}
+        for test in TCG_TESTS:
+            p = self._query_quiet("-cpu", "max", str(probe), test)
+            if p is None:
+                out[test] = "unknown: did not run"
+            elif p.returncode == 0 and p.stdout.strip() == "ok":
+                out[test] = "ok"
+            elif p.returncode == 1 and p.stdout.strip() == "wrong":
+                out[test] = "wrong"
+            elif _death_signal(p.returncode, p.stderr) == signal.SIGILL:
+                out[test] = "missing"
+            else:
+                out[test] = f"unknown: exit {p.returncode}"
+        if not any(v.startswith("unknown") for v in out.values()):
+            known = known if isinstance(known, dict) else {}
+            known[key] = out
+            try:
+                store.parent.mkdir(parents=True, exist_ok=True)
+                tmp = store.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
+                os.replace(tmp, store)
+            except OSError:
+                pass
+        return out
+
+    def _query_quiet(self, *args: str) -> subprocess.CompletedProcess[str] | None:
+        """Like _query, without core files (a SIGILL is an expected answer)."""
+        qemu = self.qemu_path()
+        if qemu is None:
+            return None
+        try:
+            return subprocess.run(
+                ["/bin/sh", "-c", 'ulimit -c 0; exec "$@"', "qemu", qemu, *args],
                 capture_output=True,
                 text=True,
                 timeout=PREFLIGHT_TIMEOUT,
@@ -158,11 +265,20 @@ class QemuBackend:
         why = self.unavailable_reason()
         if why:
             return why
-        bad = [feat for feat in _UNFAITHFUL if feat in model.isa]
-        if model.max_vector_bits > 256 and "AVX512F" not in bad:
-            bad.append(f"{model.max_vector_bits}-bit vectors")
-        if bad:
-            return f"{model.title} needs {', '.join(bad)}: {_UNFAITHFUL_WHY}"
+        need = tcg_tests_for(model)
+        if need:
+            support = self.tcg_support()
+            how = {"missing": "lacks", "wrong": "computes wrongly"}
+            bad = [
+                f"{TCG_TESTS[t]} ({how.get(support[t], support[t])})"
+                for t in need
+                if support[t] != "ok"
+            ]
+            if bad:
+                return (
+                    f"{model.title} needs {', '.join(bad)}: measured on {self._qemu_label()} "
+                    f"TCG under -cpu max ({self.qemu_path()})"
+                )
         if not model.qemu_model:
             return f"no QEMU CPU model is configured for {model.title} (qemu_model: null)"
         base = model.qemu_model.split(",", 1)[0]
@@ -338,9 +454,19 @@ class QemuBackend:
             if not runs:
                 result.reason = "the QEMU mix plugin wrote no output file"
                 return result
-            result.mix = mix_from_plugin(runs, cpu_spec=self.cpu_spec(model))
-            if result.mix.meta["regions_started"] == 0 and result.probe.get("status") == "ok":
-                result.reason = "the QEMU plugin saw no SSC start mark: the mix is empty"
+            # The same chip check as ptrace: TCG runs some instructions a
+            # model lacks without a fault (LZCNT as BSR on Westmere), so a
+            # clean exit proves nothing; the executed bytes are checked.
+            result.mix, result.violations = mix_from_plugin(
+                runs, model=model, cpu_spec=self.cpu_spec(model)
+            )
+            if result.mix.meta["regions_started"] == 0:
+                # An empty region is never evidence: the mix (total 0) is
+                # kept for the report, the cell is an error.
+                result.reason = (
+                    "the QEMU plugin saw no SSC start mark: the marked region is empty "
+                    "(scoped total 0)"
+                )
                 return result
         result.status = "ok"
         return result
@@ -474,15 +600,56 @@ def _plugin_locator(run: PluginOutput) -> Callable[[int], Location]:
     return locate
 
 
-def mix_from_plugin(runs: list[PluginOutput], *, cpu_spec: str = "") -> Mix:
-    """Decode and symbolise the plugin's counts into a Mix (source "qemu")."""
-    locators = [_plugin_locator(run) for run in runs]
-    executed = (
-        Executed(addr, code, count, locate)
-        for run, locate in zip(runs, locators, strict=True)
-        for (addr, code), count in sorted(run.counts.items())
-    )
-    mix = mix_from_executed("qemu", executed)
+def _mapped_bytes(sym: Symbolizer, addr: int, n: int = 15) -> bytes | None:
+    """Up to `n` bytes at guest address `addr`, read from the file mapped
+    there (following the next mapping when it continues the same file)."""
+    m = sym.mapping_at(addr)
+    if m is None or not m.path.startswith("/"):
+        return None
+    end = m.hi
+    nxt = sym.mapping_at(m.hi)
+    if nxt is not None and nxt.path == m.path and nxt.offset == m.offset + (m.hi - m.lo):
+        end = nxt.hi
+    try:
+        with open(m.path, "rb") as fh:
+            fh.seek(m.offset + (addr - m.lo))
+            return fh.read(min(n, end - addr))
+    except OSError:
+        return None
+
+
+def _whole_code(sym: Symbolizer, addr: int, code: bytes) -> bytes:
+    """The instruction's complete bytes.  QEMU 7.2 hands a plugin only the
+    first page's part of an instruction that crosses a page boundary (e.g.
+    ``0f`` of a ``0f 38 dc``...): such a record decodes as INVALID or as
+    longer than its bytes, so it is re-read from the mapped file, when the
+    file agrees with what QEMU saw."""
+    insn = decode(code, addr)
+    if insn.mnemonic != "INVALID" and insn.length <= len(code):
+        return code
+    whole = _mapped_bytes(sym, addr)
+    if whole and whole.startswith(code):
+        full = decode(whole, addr)
+        if full.mnemonic != "INVALID" and full.length <= len(whole):
+            return whole[: full.length]
+    return code
+
+
+def mix_from_plugin(
+    runs: list[PluginOutput], *, model: CpuModel | None = None, cpu_spec: str = ""
+) -> tuple[Mix, list[Violation]]:
+    """Decode and symbolise the plugin's counts into a Mix (source "qemu"),
+    chip-checked against `model` by the check ptrace uses
+    (:func:`sdematrix.mix_build.checked_mix`)."""
+    executed: list[Executed] = []
+    for run in runs:
+        locate = _plugin_locator(run)
+        sym = Symbolizer(run.maps)
+        executed += (
+            Executed(addr, _whole_code(sym, addr, code), count, locate)
+            for (addr, code), count in sorted(run.counts.items())
+        )
+    mix, violations = checked_mix("qemu", executed, model)
     starts = sum(r.starts for r in runs)
     stops = sum(r.stops for r in runs)
     mix.meta = {
@@ -493,4 +660,4 @@ def mix_from_plugin(runs: list[PluginOutput], *, cpu_spec: str = "") -> Mix:
         "regions_stopped": stops,
         "warnings": [w for r in runs for w in r.warnings],
     }
-    return mix
+    return mix, violations

@@ -451,5 +451,13 @@ class SdeBackend:
         if result.mix is None:
             result.reason = f"SDE wrote no mix file ({mix_file.name})"
             return result
+        if result.mix.overall.total == 0:
+            # The marks never ran (or nothing ran between them): an empty
+            # region is no evidence.  The mix (total 0) stays for the report.
+            result.reason = (
+                f"SDE counted no instruction between the marks ({START_MARK} .. {STOP_MARK}): "
+                "the marked region is empty (scoped total 0)"
+            )
+            return result
         result.status = "ok"
         return result

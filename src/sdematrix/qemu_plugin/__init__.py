@@ -27,6 +27,7 @@ __all__ = [
     "PluginBuildError",
     "PluginOutput",
     "build_plugin",
+    "build_tcg_probe",
     "cache_dir",
     "parse_last_file",
     "parse_plugin_output",
@@ -108,6 +109,47 @@ def build_plugin(cache: Path | None = None, cc: str | None = None) -> Path:
         raise PluginBuildError(f"building the QEMU plugin failed: {first[:300]}")
     os.replace(tmp, target)
     return target
+
+
+TCG_PROBE_SOURCE = "tcg_probe.c"
+TCG_PROBE_CFLAGS = ("-std=c11", "-O2", "-Wall", "-Wextra", "-Werror")
+
+
+def build_tcg_probe(cache: Path | None = None, cc: str | None = None) -> Path:
+    """The TCG capability probe (``tcg_probe.c``), compiled on first use into
+    the cache like the plugin; static when the toolchain can link it so (the
+    guest then needs no loader), else dynamic."""
+    src = plugin_source_dir() / TCG_PROBE_SOURCE
+    if not src.is_file():
+        raise PluginBuildError(f"TCG probe source missing: {src}")
+    digest = hashlib.sha256(src.read_bytes() + " ".join(TCG_PROBE_CFLAGS).encode()).hexdigest()
+    out_dir = cache or cache_dir()
+    target = out_dir / f"qemu-tcg-probe-{digest[:16]}"
+    if target.is_file():
+        return target
+    compiler = cc or os.environ.get("CC") or "cc"
+    if shutil.which(compiler) is None:
+        raise PluginBuildError(f"no C compiler ({compiler!r} not found) to build the TCG probe")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".qemu-tcg-probe-", dir=out_dir)
+        os.close(fd)
+    except OSError as e:
+        raise PluginBuildError(f"cannot write the plugin cache {out_dir}: {e}") from e
+    err = ""
+    for link in (["-static"], []):
+        argv = [compiler, *TCG_PROBE_CFLAGS, *link, "-o", tmp, str(src)]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            err = str(e)
+            continue
+        if proc.returncode == 0:
+            os.replace(tmp, target)
+            return target
+        err = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip())
+    Path(tmp).unlink(missing_ok=True)
+    raise PluginBuildError(f"building the TCG probe failed: {err[:300]}")
 
 
 # ----------------------------------------------------------------- output --
