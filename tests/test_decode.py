@@ -142,3 +142,171 @@ def test_chip_check_xcr0_state() -> None:
     sse_only = replace(full, xcr0=0x3)
     why = chip_check(vex_ymm, sse_only)
     assert why is not None and "AVX state" in why
+
+
+# --- hint NOPs ---------------------------------------------------------------
+
+# The shipped matrix's oldest models, as far as the chip check looks at them.
+_X86_64 = {"INTEL8086", "INTEL186", "INTEL286", "INTEL386", "INTEL486", "CPUID", "PAUSE",
+           "MULTIBYTENOP", "FPU", "FPU287", "FPU387", "TSC", "CX8", "SEP", "CMOV", "CLFSH",
+           "MMX", "FXSR", "SSE", "SSE2", "SYSCALL", "X64", "SSE3", "CMPXCHG16B"}  # fmt: skip
+_SNB = _X86_64 | {"SSSE3", "SSE4_1", "SSE4_2", "POPCNT", "RDTSCP", "AES", "PCLMULQDQ", "AVX",
+                  "XSAVE", "XSAVEOPT"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("hexbytes", "mnemonic", "iced_feature"),
+    [
+        ("f30f1efa", "ENDBR64", "CET_IBT"),
+        ("f30f1efb", "ENDBR32", "CET_IBT"),
+        ("f30f1ec8", "RDSSPD", "CET_SS"),  # rdsspd eax
+        ("f3480f1ec8", "RDSSPQ", "CET_SS"),  # rdsspq rax
+        ("0f1c00", "CLDEMOTE", "CLDEMOTE"),  # cldemote [rax]
+        ("0f183d00000000", "PREFETCHIT0", "PREFETCHITI"),  # prefetchit0 [rip+0]
+        ("0f183500000000", "PREFETCHIT1", "PREFETCHITI"),  # prefetchit1 [rip+0]
+    ],
+)
+def test_hint_nops_pass_on_models_without_the_feature(
+    hexbytes: str, mnemonic: str, iced_feature: str
+) -> None:
+    insn = decode(bytes.fromhex(hexbytes))
+    # iced still names the feature (the mix shows what the bytes are) ...
+    assert (insn.mnemonic, insn.features, insn.hint_nop) == (mnemonic, (iced_feature,), True)
+    # ... but a CPU without it runs a NOP: legal on every model
+    for model in (_model(_X86_64, 128, "p4p"), _model(_SNB, 256, "snb")):
+        assert chip_check(insn, model) is None, (mnemonic, model.name)
+
+
+@pytest.mark.parametrize(
+    ("hexbytes", "mnemonic", "text"),
+    [
+        ("f390", "PAUSE", "pause"),
+        ("0f1f440000", "NOP", "nop [rax+rax]"),  # multi-byte NOP
+        ("660f1f840000000000", "NOP", "nop [rax+rax]"),
+        ("0f1a00", "RESERVEDNOP", "nop [rax],eax"),  # MPX space (bndldx without MPX)
+        ("f30f1b00", "RESERVEDNOP", "nop [rax],eax"),  # MPX space (bndmk without MPX)
+        ("f30f1e00", "RESERVEDNOP", "nop [rax],eax"),  # 0F 1E memory form
+        ("f2c3", "RET", "bnd ret"),  # MPX BND prefix on branches
+        ("f2e900000000", "JMP", "bnd jmp"),
+        ("f2e800000000", "CALL", "bnd call"),
+        ("f275fe", "JNE", "bnd jne"),
+        ("3effe0", "JMP", "notrack jmp rax"),  # CET notrack prefix
+        ("3effd0", "CALL", "notrack call rax"),
+    ],
+)
+def test_other_hints_are_baseline(hexbytes: str, mnemonic: str, text: str) -> None:
+    insn = decode(bytes.fromhex(hexbytes))
+    assert insn.mnemonic == mnemonic and insn.text.startswith(text)
+    assert not insn.hint_nop  # no exemption needed: iced tags them baseline
+    assert chip_check(insn, _model(_X86_64, 128, "p4p")) is None
+
+
+def test_real_cet_and_prefetchw_instructions_are_still_checked() -> None:
+    p4p = _model(_X86_64, 128, "p4p")
+    # setssbsy (F3 0F 01 E8) and incsspq rax (F3 48 0F AE E8) are not in NOP space: #UD
+    for hexbytes in ("f30f01e8", "f3480faee8"):
+        insn = decode(bytes.fromhex(hexbytes))
+        why = chip_check(insn, p4p)
+        assert not insn.hint_nop and why is not None and "CET_SS" in why, hexbytes
+    # prefetchw [rax]: only later Intel parts enumerate PRFCHW (see HINT_NOP_CODES)
+    why = chip_check(decode(bytes.fromhex("0f0d08")), p4p)
+    assert why is not None and "PREFETCHW" in why
+    # a hint NOP keeps its flag when decoded at an address (the cached path)
+    assert decode(bytes.fromhex("f30f1efa"), 0x401000).hint_nop
+
+
+# --- vector width: VSIB index, VEX.L / EVEX.L'L, rounding ----------------------
+
+_GNR256_ISA = {"AVX", "AVX2", "AES", "PCLMULQDQ", "VAES", "VPCLMULQDQ", "AVX512F", "AVX512VL",
+               "AVX512BW", "AVX512DQ"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("hexbytes", "text", "width"),
+    [
+        # EVEX.512 gathers/scatters with a zmm index and a ymm data register
+        ("62f27d49910c90", "vpgatherqd ymm1,k1,[rax+zmm2*4]", "zmm"),
+        ("62f27d49930c90", "vgatherqps ymm1,k1,[rax+zmm2*4]", "zmm"),
+        ("62f27d49a10c90", "vpscatterqd [rax+zmm2*4],k1,ymm1", "zmm"),
+        # EVEX.256 with an xmm data register and a ymm index
+        ("62f27d29910c90", "vpgatherqd xmm1,k1,[rax+ymm2*4]", "ymm"),
+        ("62f27d29900c90", "vpgatherdd ymm1,k1,[rax+ymm2*4]", "ymm"),
+        # VEX.256 AVX2 gather, xmm data and mask, ymm index
+        ("c4e265910c90", "vpgatherqd xmm1,[rax+ymm2*4],xmm3", "ymm"),
+        # EVEX.512 with only ymm registers: a 1to8 broadcast source
+        ("62f1fc585b08", "vcvtqq2ps ymm1,[rax]{1to8}", "zmm"),
+        ("62f1fc485bca", "vcvtqq2ps ymm1,zmm2", "zmm"),
+        # packed reg-reg EVEX.b: L'L is the rounding mode, the length is 512
+        ("62f16c1858cb", "vaddps zmm1{rne-sae},zmm2,zmm3", "zmm"),
+        ("62f1fd185aca", "vcvtpd2ps ymm1{rne-sae},zmm2", "zmm"),
+        # scalar (LIG) EVEX with rounding/SAE: L'L = 00/01/11 is the rounding
+        # control, not a length; the operands are xmm
+        ("62f16e1858cb", "vaddss xmm1{rne-sae},xmm2,xmm3", "xmm"),  # L'L=00 (rn)
+        ("62f1ef7958cb", "vaddsd xmm1{k1}{rz-sae},xmm2,xmm3", "xmm"),  # L'L=11 (rz)
+        ("62f1ee382ac8", "vcvtsi2ss xmm1{rd-sae},xmm2,rax", "xmm"),  # L'L=01 (rd)
+        ("62f17c182eca", "vucomiss xmm1{sae},xmm2", "xmm"),
+        # opmask instructions: VEX.L1 in kaddq/kunpckdq is not a vector length
+        ("c4e1fb92c8", "kmovq k1,rax", "none"),
+        ("c4e1ec4acb", "kaddq k1,k2,k3", "none"),
+        ("c4e1ec4bcb", "kunpckdq k1,k2,k3", "none"),
+        # mask <-> vector
+        ("62f27e4828c9", "vpmovm2b zmm1,k1", "zmm"),
+        ("62f1752874ca", "vpcmpeqb k1,ymm1,ymm2", "ymm"),
+    ],
+)
+def test_width_from_encoding_and_every_register(hexbytes: str, text: str, width: str) -> None:
+    insn = decode(bytes.fromhex(hexbytes))
+    assert insn.text == text
+    assert insn.width == width
+
+
+def test_zmm_index_gather_fails_a_256_bit_model() -> None:
+    gnr256 = _model(_GNR256_ISA, 256, "gnr256")
+    gather = decode(bytes.fromhex("62f27d49910c90"))  # vpgatherqd ymm1{k1}, [rax+zmm2*4]
+    why = chip_check(gather, gnr256)
+    assert why is not None and "zmm" in why and "256-bit" in why
+    # the same gather with a ymm index (EVEX.256) fits
+    assert chip_check(decode(bytes.fromhex("62f27d29910c90")), gnr256) is None
+    # and the zmm-index one runs on a 512-bit model
+    assert chip_check(gather, _model(_GNR256_ISA, 512, "spr")) is None
+    # an EVEX.512 broadcast convert with only ymm registers is zmm too
+    why = chip_check(decode(bytes.fromhex("62f1fc585b08")), gnr256)
+    assert why is not None and "zmm" in why
+
+
+def test_scalar_rounding_is_not_zmm_on_a_256_bit_model() -> None:
+    gnr256 = _model(_GNR256_ISA, 256, "gnr256")
+    for hexbytes in ("62f16e1858cb", "62f1ef7958cb", "62f1ee382ac8", "62f17c182eca"):
+        assert chip_check(decode(bytes.fromhex(hexbytes)), gnr256) is None, hexbytes
+    # the packed 512-bit rounding form is rejected
+    why = chip_check(decode(bytes.fromhex("62f16c1858cb")), gnr256)
+    assert why is not None and "zmm" in why
+
+
+@pytest.mark.parametrize(
+    "hexbytes",
+    [
+        "c4e1fb92c8",  # kmovq k1, rax
+        "c4e1f890ca",  # kmovq k1, k2
+        "c4e1ec4acb",  # kaddq k1, k2, k3
+        "c4e1ec4bcb",  # kunpckdq k1, k2, k3
+        "c4e3f933ca03",  # kshiftlq k1, k2, 3
+        "c4e1f898ca",  # kortestq k1, k2
+        "c5fb92c8",  # kmovd k1, eax
+        "62f27e2828c9",  # vpmovm2b ymm1, k1 (32 mask bits)
+    ],
+)
+def test_avx10_256_allows_64_bit_opmask_instructions(hexbytes: str) -> None:
+    """AVX10 technical paper 356368 rev. 2.0 (Dec 2023) lifted rev. 1.0's
+    32-bit opmask limit for AVX10/256: 64-bit opmask forms are legal there."""
+    insn = decode(bytes.fromhex(hexbytes))
+    assert chip_check(insn, _model(_GNR256_ISA, 256, "gnr256")) is None, insn.text
+    # they still need the feature iced tags them with (AVX512BW / AVX512F)
+    why = chip_check(insn, _model(_SNB | {"AVX2"}, 256, "hsw"))
+    assert why is not None and "AVX512" in why, insn.text
+
+
+def test_avx10_256_rejects_zmm_mask_producers() -> None:
+    gnr256 = _model(_GNR256_ISA, 256, "gnr256")
+    why = chip_check(decode(bytes.fromhex("62f27e4828c9")), gnr256)  # vpmovm2b zmm1, k1
+    assert why is not None and "zmm" in why

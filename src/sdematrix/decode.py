@@ -23,6 +23,7 @@ from .models import CpuModel
 
 __all__ = [
     "BASELINE_FEATURES",
+    "HINT_NOP_CODES",
     "Insn",
     "chip_check",
     "decode",
@@ -57,6 +58,58 @@ BASELINE_FEATURES: frozenset[str] = frozenset(
         "CLFSH",
         "MULTIBYTENOP",
         "PAUSE",
+    }
+)
+
+# Encodings in the reserved-NOP ("hint NOP") space that iced tags with the
+# feature that gave them a meaning, but that a CPU without that feature executes
+# as a NOP: the chip check accepts them on every model (iced Code names).
+#
+# * ENDBR64 (F3 0F 1E FA), ENDBR32 (F3 0F 1E FB): CET indirect-branch
+#   tracking.  Intel SDM vol. 2 ENDBR64: "this instruction is a NOP on
+#   processors that do not support CET"; XED (datafiles/cet/cet-nop-remove.xed.txt)
+#   decodes F3 0F 1E /7 with RM 2/3 as NOP (isa-set PPRO) when CET=0.  gcc's
+#   -fcf-protection (Ubuntu's default) puts one at every function entry.
+# * RDSSPD/RDSSPQ (F3 [REX.W] 0F 1E /1, mod = 11): CET shadow stack.  SDM:
+#   "This opcode is a NOP when CET shadow stacks are not enabled and on
+#   processors that do not support CET"; XED's CET=0 table has the same NOP.
+#   glibc reads the shadow-stack pointer this way (setjmp, swapcontext).
+# * CLDEMOTE (NP 0F 1C /0, memory form): SDM CLDEMOTE: "On processors which do
+#   not support the CLDEMOTE instruction (including legacy hardware) the
+#   instruction will be treated as a NOP."
+# * PREFETCHIT0/PREFETCHIT1 (0F 18 /7 and /6, RIP-relative only): PREFETCHI
+#   lives in the 0F 18 /4-/7 reserved-NOP space (SDM vol. 2 opcode map, group
+#   16); iced decodes the same ModRM with a non-RIP base as RESERVEDNOP and
+#   binutils (the PREFETCHI patch, 2022) disassembles it as nop.
+#
+# Handled elsewhere, so not listed:
+# * multi-byte NOP 0F 1F /0 and the 0F 0D, 0F 18-1F reserved NOPs iced decodes as
+#   NOP / RESERVEDNOP (feature MULTIBYTENOP, in BASELINE_FEATURES), including
+#   the MPX space 0F 1A/1B (BNDMK, BNDCL, ...: iced's default decoder does not
+#   decode MPX, and without MPX these are NOPs: SDM BNDMK "retains legacy
+#   behavior (NOP)"); PAUSE (F3 90, a NOP before SSE2; feature PAUSE, baseline).
+# * prefixes that turn into hints: BND (F2) on CALL/RET/JMP/Jcc (MPX branch
+#   prefix, ignored without MPX, SDM vol. 1 ch. 17 "Intel MPX Support for
+#   Pointer Operations with Branching") and NOTRACK (3E) on indirect CALL/JMP
+#   (CET-IBT): iced reports the plain branch's features for these.
+#
+# Not a hint NOP: PREFETCHW (0F 0D /1).  XED files it under PREFETCH_NOP on
+# every Intel chip from the Pentium Pro ("not subject to chip-check because of
+# prior implementation as NOP", datafiles/xed-chips.txt), but the SDM gives it
+# a CPUID flag (PRFCHW) that only later Intel parts enumerate, and some
+# pre-Nehalem 64-bit Intel CPUs are reported not to accept it (a public Q&A on
+# Windows 8.1's PrefetchW requirement: "may not be supported in some older
+# 64-bit Intel processors predating Nehalem"): the chip check keeps requiring
+# PREFETCHW, as the shipped models list it from Broadwell on.
+HINT_NOP_CODES: frozenset[int] = frozenset(
+    {
+        iced.Code.ENDBR64,
+        iced.Code.ENDBR32,
+        iced.Code.RDSSPD_R32,
+        iced.Code.RDSSPQ_R64,
+        iced.Code.CLDEMOTE_M8,
+        iced.Code.PREFETCHIT0_M8,
+        iced.Code.PREFETCHIT1_M8,
     }
 )
 
@@ -124,6 +177,9 @@ class Insn:
     isa_ext: str  # XED-style, best effort: "AVX512EVEX", "AES", "BASE", ...
     features: tuple[str, ...]  # iced CpuidFeature names, e.g. ("AVX512VL", "VAES")
     text: str  # Intel-syntax disassembly
+    # True for an encoding that executes as a NOP on a CPU without its feature
+    # (ENDBR64, RDSSPQ, CLDEMOTE, ...: see HINT_NOP_CODES): legal on every model.
+    hint_nop: bool = False
 
     @property
     def width_bits(self) -> int:
@@ -135,33 +191,71 @@ def width_bits(width: str) -> int:
     return _WIDTH_BITS[width]
 
 
+def _reg_width(reg: int) -> str | None:
+    """The width name of a vector register (xmm/ymm/zmm), None for any other."""
+    if iced.RegisterExt.is_zmm(reg):
+        return "zmm"
+    if iced.RegisterExt.is_ymm(reg):
+        return "ymm"
+    if iced.RegisterExt.is_xmm(reg):
+        return "xmm"
+    return None
+
+
+# OpCodeInfo.l (the L / L'L value the decoded form is defined with) -> width.
+_WIDTH_BY_L = {0: "xmm", 1: "ymm", 2: "zmm"}
+
+
 def _width(ins: iced.Instruction, encoding: str) -> str:
+    """The widest vector length `ins` operates at: the widest of
+
+    * every vector register operand, the VSIB index register included
+      (``vpgatherqd ymm1{k1}, [rax+zmm2*4]`` reads a zmm: it is a 512-bit
+      instruction, EVEX.L'L = 10, though its destination is a ymm);
+    * the vector length the encoding selects (VEX.L, EVEX.L'L), for VEX/EVEX
+      forms that use vector registers at all.  iced resolves L'L into the
+      instruction's Code, so ``op_code().l`` is the encoded length, and for a
+      packed register-register EVEX form with EVEX.b = 1 (embedded rounding /
+      SAE) the 512-bit form whose L'L bits carry the rounding mode (Intel SDM
+      vol. 2, "Intel AVX-512 Encoding": with EVEX.b set on a register-only
+      packed form, L'L is the rounding control and the vector length is
+      512).  Forms the SDM marks LIG (scalar
+      ``vaddss xmm1, xmm2, xmm3, {rn-sae}``, ``vcvtsi2ss``, ``vucomiss``...) ignore
+      L'L, so only their operands count: xmm.  This catches 512-bit forms whose
+      registers are all narrower, e.g. ``vcvtqq2ps ymm1, [rax]{1to8}``;
+    * a vector load/store's memory operand (a VEX/EVEX form whose only vector
+      operand is memory); XSAVE-like blocks of legacy code don't count.
+
+    Opmask-only VEX instructions (KMOVQ, KADDQ: VEX.L1 selects the operation,
+    not a vector length) use no vector register and stay "none".
+    """
     best = "none"
+
+    def widen(w: str | None) -> None:
+        nonlocal best
+        if w is not None and _WIDTH_ORDER[w] > _WIDTH_ORDER[best]:
+            best = w
+
     has_vector_reg = False
     for i in range(ins.op_count):
         kind = ins.op_kind(i)
         if kind == iced.OpKind.REGISTER:
-            reg = ins.op_register(i)
-            if iced.RegisterExt.is_zmm(reg):
-                w = "zmm"
-            elif iced.RegisterExt.is_ymm(reg):
-                w = "ymm"
-            elif iced.RegisterExt.is_xmm(reg):
-                w = "xmm"
-            else:
-                continue
-            has_vector_reg = True
-            if _WIDTH_ORDER[w] > _WIDTH_ORDER[best]:
-                best = w
-    # A vector load/store's memory operand counts too (e.g. a VEX/EVEX form whose
-    # only vector operand is memory); XSAVE-like blocks of legacy code don't.
+            w = _reg_width(ins.op_register(i))
+            has_vector_reg = has_vector_reg or w is not None
+            widen(w)
+        elif kind == iced.OpKind.MEMORY and ins.is_vsib:
+            w = _reg_width(ins.memory_index)
+            has_vector_reg = has_vector_reg or w is not None
+            widen(w)
+    if has_vector_reg and encoding in ("vex", "evex"):
+        op_code = ins.op_code()
+        if not op_code.is_lig:
+            widen(_WIDTH_BY_L.get(op_code.l))
     if has_vector_reg or encoding in ("vex", "evex"):
         for i in range(ins.op_count):
             if ins.op_kind(i) == iced.OpKind.MEMORY:
                 size = iced.MemorySizeExt.size(ins.memory_size)
-                w = _WIDTH_BY_BYTES.get(size, "none")
-                if _WIDTH_ORDER[w] > _WIDTH_ORDER[best]:
-                    best = w
+                widen(_WIDTH_BY_BYTES.get(size))
     return best
 
 
@@ -251,6 +345,7 @@ def _from_iced(ins: iced.Instruction) -> Insn:
         isa_ext=isa_ext,
         features=features,
         text=_FORMATTER.format(ins),
+        hint_nop=ins.code in HINT_NOP_CODES,
     )
 
 
@@ -286,6 +381,7 @@ def decode(code: bytes, address: int = 0) -> Insn:
         isa_ext=insn.isa_ext,
         features=insn.features,
         text=text,
+        hint_nop=insn.hint_nop,
     )
 
 
@@ -308,13 +404,27 @@ def chip_check(insn: Insn, model: CpuModel) -> str | None:
     """Why `insn` cannot execute on `model`, or None when it can.
 
     Three rules: every CPUID feature the instruction needs (minus the x86-64
-    baseline) must be in ``model.isa``; its widest vector operand must fit
-    ``model.max_vector_bits`` (an AVX10/256 model has AVX512F/VL/... in its isa
-    but no zmm); and the register state it uses must be enabled in the
-    model's XCR0.
+    baseline) must be in ``model.isa``; its vector length (see `_width`:
+    registers, VSIB index, VEX.L / EVEX.L'L) must fit ``model.max_vector_bits``
+    (an AVX10/256 model has AVX512F/VL/... in its isa but no zmm); and the
+    register state it uses must be enabled in the model's XCR0.  Hint NOPs
+    (`HINT_NOP_CODES`: ENDBR64 and friends) pass on every model.
+
+    Opmask instructions on an AVX10/256 model: "The Converged Vector ISA:
+    Intel AVX10" technical paper, order no. 356368, revision 2.0 (December
+    2023) removed revision 1.0's 32-bit opmask limit for AVX10/256 (the AVX10
+    architecture specification, doc. 784267, changed with it; LLVM followed
+    in PR #75571, after enforcing the rev. 1.0 rule in PR #73074).  So the
+    64-bit opmask forms (KMOVQ, KADDQ, KSHIFTLQ, KUNPCKDQ, KORTESTQ, ...) are
+    legal on AVX10/256 and need only what iced tags them with (AVX512BW, which
+    an AVX10 model lists); they use no vector register, so the width rule
+    never rejects them.  (Revision 3.0, March 2025, dropped AVX10/256
+    altogether; models like gnr256 follow SDE's -gnr256, i.e. revision 2.0.)
     """
     if insn.mnemonic == "INVALID":
         return "undecodable instruction"
+    if insn.hint_nop:
+        return None
     missing = [f for f in insn.features if not _feature_present(f, model.isa)]
     if missing:
         return f"{'+'.join(missing)} not in model {model.name}"
@@ -327,7 +437,9 @@ def chip_check(insn: Insn, model: CpuModel) -> str | None:
     # opmask + ZMM_Hi256 + Hi16_ZMM (bits 5-7), any ymm needs AVX state (bit
     # 2).  With the state off the CPU raises #UD, whatever CPUID says.
     if insn.encoding == "evex" and model.xcr0 & 0xE0 != 0xE0:
-        return f"EVEX instruction but model {model.name}'s XCR0 {model.xcr0:#x} lacks opmask/ZMM state"
+        return (
+            f"EVEX instruction but model {model.name}'s XCR0 {model.xcr0:#x} lacks opmask/ZMM state"
+        )
     if insn.width in ("ymm", "zmm") and not model.xcr0 & 0x4:
         return f"{insn.width} operand but model {model.name}'s XCR0 {model.xcr0:#x} lacks AVX state"
     return None
