@@ -598,23 +598,27 @@ static void aesni_cfb128_dec(const vc_aes_key *k, uint8_t iv[16], const uint8_t 
  *                                reg = reg[1..15] || c     (decrypt: || c the input)
  *
  * In an xmm register loaded from memory byte 0 is the lowest, so dropping
- * reg[0] is a byte shift right and the new byte is OR-ed in at lane 15. */
+ * reg[0] is a byte shift right and the new byte goes in at lane 15. */
 VC_AESNI_INLINE void cfb8_nr(const vc_aes_key *k, const unsigned nr, uint8_t iv[16],
                              const uint8_t *in, uint8_t *out, size_t len, const int enc)
 {
     AESNI_RK_LOCALS(k, nr);
     __m128i reg = _mm_loadu_si128((const __m128i *)iv);
+    unsigned last = iv[15]; /* the byte at lane 15, kept in a GPR */
     for (size_t i = 0; i < len; i++) {
         __m128i o = reg;
         AESNI_RK_ENCRYPT(o, nr);
         const unsigned ib = in[i];
         const unsigned ob = ib ^ ((unsigned)_mm_cvtsi128_si32(o) & 0xffu);
+        const unsigned fb = enc ? ob : ib;
         out[i] = (uint8_t)ob;
-        /* The new byte enters at lane 15: MOVD + PSLLDQ 15 + POR, all SSE2
-         * (PINSRB would need SSE4.1; it is no faster on the serial chain,
-         * whose latency is the 10..14 AESENC). */
-        const __m128i nb = _mm_slli_si128(_mm_cvtsi32_si128((int)(enc ? ob : ib)), 15);
-        reg = _mm_or_si128(_mm_srli_si128(reg, 1), nb);
+        /* After the shift lane 14 holds the old lane 15 (`last`) and lane
+         * 15 must take fb: one PINSRW of the word (last | fb << 8) into word
+         * 7.  PINSRW is SSE2 (PINSRB would need SSE4.1) and, unlike a
+         * MOVD/PSLLDQ/POR sequence, needs no extra xmm register next to the
+         * 15 round keys. */
+        reg = _mm_insert_epi16(_mm_srli_si128(reg, 1), (int)(last | fb << 8), 7);
+        last = fb;
     }
     _mm_storeu_si128((__m128i *)iv, reg);
 }

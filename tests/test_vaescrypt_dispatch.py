@@ -367,7 +367,7 @@ def test_real_cpu_profiles(name: str) -> None:
 def test_aes_without_ssse3(name: str) -> None:
     """AES-NI without SSSE3/SSE4.1 (issue 13): the CFB modes keep the aesni
     block part (AES on SSE2), GCM needs SSSE3 (PSHUFB) and falls to generic."""
-    (feats, os_state, vendor, fam, model, vl), _ = REAL_CPUS[name]
+    (feats, os_state, vendor, fam, model, _vl), _ = REAL_CPUS[name]
     leaves, xcr0 = profile(set(feats), os_state=os_state, vendor=vendor, family=fam, model=model)
     sel = vaescrypt.select_for_cpuid(leaves, xcr0)
     for (mode, d), path in sel.items():
