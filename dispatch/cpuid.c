@@ -28,6 +28,9 @@ static const char *const feature_names[VC_F_COUNT] = {
     [VC_F_AVX10] = "avx10",       [VC_F_AVX10_256] = "avx10_256",
     [VC_F_AVX10_512] = "avx10_512", [VC_F_OS_YMM] = "os_ymm",
     [VC_F_OS_EVEX] = "os_evex",   [VC_F_PREFER_YMM] = "prefer_ymm",
+    [VC_F_SSE3] = "sse3",         [VC_F_SSSE3] = "ssse3",
+    [VC_F_SSE42] = "sse42",       [VC_F_POPCNT] = "popcnt",
+    [VC_F_XSAVE] = "xsave",
 };
 
 const char *vc_feature_name(vc_feature f)
@@ -90,6 +93,11 @@ void vc_features_from_cpuid(vc_cpu_features *out, const vc_cpuid_leaf *leaves, i
     out->model = model;
     out->stepping = sig & 0xF;
 
+    if (l1->ecx & BIT(0))  b |= FBIT(VC_F_SSE3);
+    if (l1->ecx & BIT(9))  b |= FBIT(VC_F_SSSE3);
+    if (l1->ecx & BIT(20)) b |= FBIT(VC_F_SSE42);
+    if (l1->ecx & BIT(23)) b |= FBIT(VC_F_POPCNT);
+    if (l1->ecx & BIT(26)) b |= FBIT(VC_F_XSAVE);
     if (l1->ecx & BIT(25)) b |= FBIT(VC_F_AES);
     if (l1->ecx & BIT(1))  b |= FBIT(VC_F_PCLMULQDQ);
     if (l1->ecx & BIT(19)) b |= FBIT(VC_F_SSE41);
@@ -180,6 +188,12 @@ static const struct {
     vc_feature f;
     uint32_t needs;
 } feature_deps[] = {
+    /* The SSE ladder, and what GCC's "avx" switches on with it (every AVX
+     * tier's target string therefore lets the compiler use all of these). */
+    {VC_F_SSSE3, FBIT(VC_F_SSE3)},
+    {VC_F_SSE41, FBIT(VC_F_SSSE3)},
+    {VC_F_SSE42, FBIT(VC_F_SSE41)},
+    {VC_F_AVX, FBIT(VC_F_SSE42) | FBIT(VC_F_POPCNT) | FBIT(VC_F_XSAVE)},
     {VC_F_AVX2, FBIT(VC_F_AVX)},
     {VC_F_AVX512F, FBIT(VC_F_AVX2)},
     {VC_F_AVX512VL, FBIT(VC_F_AVX512F)},
@@ -254,8 +268,9 @@ static int apply_mask(const char *mask, uint32_t detected, uint32_t *bits)
         if (f < 0) {
             snprintf(mask_error, sizeof mask_error,
                      "VAESCRYPT_CPU_MASK: unknown feature '%.*s' (known: aes, pclmulqdq, "
-                     "sse41, avx, avx2, bmi2, avx512f/vl/bw/dq, vaes, vpclmulqdq, avx10, "
-                     "avx10_256, avx10_512, os_ymm, os_evex, prefer_ymm)",
+                     "sse3, ssse3, sse41, sse42, popcnt, xsave, avx, avx2, bmi2, "
+                     "avx512f/vl/bw/dq, vaes, vpclmulqdq, avx10, avx10_256, avx10_512, "
+                     "os_ymm, os_evex, prefer_ymm)",
                      (int)(len - 1 > 40 ? 40 : len - 1), p + 1);
             return -1;
         }

@@ -2,7 +2,9 @@
  * policy.c - features -> path, per (mode, direction).
  *
  * The whole rule lives here, in three pieces the matrix checks:
- *   vc_path_supported  can this CPU + OS run the path's instructions?
+ *   vc_path_supported  can this CPU + OS run the path's instructions?  (Its
+ *                      feature lists are the tiers' own declarations in
+ *                      vc_tier_isa.h, not a copy.)
  *   vc_path_eligible   may the mode take the path at all?
  *   preference[][]     in which order are paths tried, per (mode, direction)?
  * plus two vetoes in vc_select_with (prefer-ymm parts, AVX10 without 512).
@@ -12,8 +14,10 @@
 
 #include "vc_dispatch.h"
 #include "vc_dispatch_hooks.h"
+#include "vc_tier_isa.h"
 
 #define HAS(f, x) VC_HAS(f, x)
+#define FBIT(x) (1u << (unsigned)(x))
 
 static const char *const path_names[VC_PATH_COUNT] = {
     "generic", "aesni", "vaes_avx2", "avx10_256", "avx512",
@@ -94,71 +98,52 @@ static const int preference[VC_MODE_COUNT][VC_DIR_COUNT][VC_PATH_COUNT + 1] = {
 
 /* ----------------------------------------------------------- supported -- */
 
-#ifdef VC_FAULT_IGNORE_XCR0
-/* Mutation-test fault: pretend the OS always saves ymm/zmm state. */
-#define OS_YMM(f) 1
-#define OS_EVEX(f) 1
-#else
-#define OS_YMM(f) HAS(f, VC_F_OS_YMM)
-#define OS_EVEX(f) HAS(f, VC_F_OS_EVEX)
-#endif
+/* What each path's machine code needs, from the one declaration per tier
+ * (vc_tier_isa.h): the tier files compile with target strings made from the
+ * same lists.  aesni has two: its block part (key expansion, one block, the
+ * CFB modes) needs AES-NI alone; GCM adds PCLMULQDQ and SSSE3. */
+static const uint32_t need_by_path[VC_PATH_COUNT] = {
+    [VC_PATH_GENERIC] = VC_ISA_MASK(VC_ISA_GENERIC),
+    [VC_PATH_AESNI] = VC_ISA_MASK(VC_ISA_AESNI_GCM),
+    [VC_PATH_VAES_AVX2] = VC_ISA_MASK(VC_ISA_VAES_AVX2),
+    [VC_PATH_AVX10_256] = VC_ISA_MASK(VC_ISA_AVX10_256),
+    [VC_PATH_AVX512] = VC_ISA_MASK(VC_ISA_AVX512),
+};
+#define AESNI_BLOCK_NEEDS VC_ISA_MASK(VC_ISA_AESNI_BLOCK)
+_Static_assert((AESNI_BLOCK_NEEDS & ~VC_ISA_MASK(VC_ISA_AESNI_GCM)) == 0,
+               "aesni GCM runs the block part too: its list must include it");
 
-static int has_avx512_fvlbw(const vc_cpu_features *f)
+/* The features the path's code needs for the mode (the mode matters for
+ * aesni only). */
+static uint32_t path_needs(vc_mode mode, vc_path p)
 {
-    return HAS(f, VC_F_AVX512F) && HAS(f, VC_F_AVX512VL) && HAS(f, VC_F_AVX512BW);
+    if ((unsigned)p >= VC_PATH_COUNT)
+        return ~0u;
+    if (p == VC_PATH_AESNI && mode != VC_MODE_GCM)
+        return AESNI_BLOCK_NEEDS;
+    return need_by_path[p];
 }
 
 /* Which features the path is missing, as a bitmask over vc_feature (0 =
- * runnable).  AVX10/256 stands in for AVX512F+VL+BW on the avx10_256 path. */
-static uint32_t path_missing(const vc_cpu_features *f, vc_path p)
-{
-    uint32_t m = 0;
-#define NEED(x) do { if (!HAS(f, x)) m |= 1u << (x); } while (0)
-    switch (p) {
-    case VC_PATH_GENERIC:
-        break;
-    case VC_PATH_AESNI:
-        NEED(VC_F_AES);
-        NEED(VC_F_PCLMULQDQ);
-        NEED(VC_F_SSE41);
-        break;
-    case VC_PATH_VAES_AVX2:
-        NEED(VC_F_AVX2);
-        NEED(VC_F_VAES);
-        NEED(VC_F_VPCLMULQDQ);
-        if (!OS_YMM(f)) m |= 1u << VC_F_OS_YMM;
-        break;
-    case VC_PATH_AVX10_256:
-        if (!has_avx512_fvlbw(f) && !(HAS(f, VC_F_AVX10) && HAS(f, VC_F_AVX10_256))) {
-            NEED(VC_F_AVX512F);
-            NEED(VC_F_AVX512VL);
-            NEED(VC_F_AVX512BW);
-        }
-        NEED(VC_F_VAES);
-        NEED(VC_F_VPCLMULQDQ);
-        if (!OS_EVEX(f)) m |= 1u << VC_F_OS_EVEX;
-        break;
-    case VC_PATH_AVX512:
-        NEED(VC_F_AVX512F);
-        NEED(VC_F_AVX512VL);
-        NEED(VC_F_AVX512BW);
-        NEED(VC_F_VAES);
-        NEED(VC_F_VPCLMULQDQ);
-        if (!OS_EVEX(f)) m |= 1u << VC_F_OS_EVEX;
-        break;
-    default:
-        m = ~0u;
-    }
-#undef NEED
-    return m;
-}
-
-/* The aesni path for CFB modes needs AES alone (no carry-less multiply). */
+ * runnable). */
 static uint32_t path_missing_for(const vc_cpu_features *f, vc_mode mode, vc_path p)
 {
-    if (p == VC_PATH_AESNI && mode != VC_MODE_GCM)
-        return HAS(f, VC_F_AES) ? 0 : 1u << VC_F_AES;
-    return path_missing(f, p);
+    uint32_t have = f->bits;
+    /* An AVX10/256 CPU runs the EVEX ymm code without reporting AVX-512. */
+    if (p == VC_PATH_AVX10_256 && HAS(f, VC_F_AVX10) && HAS(f, VC_F_AVX10_256))
+        have |= VC_ISA_AVX10_STANDS_IN;
+#ifdef VC_FAULT_IGNORE_XCR0
+    /* Mutation-test fault: pretend the OS always saves ymm/zmm state. */
+    have |= FBIT(VC_F_OS_YMM) | FBIT(VC_F_OS_EVEX);
+#endif
+    return path_needs(mode, p) & ~have;
+}
+
+/* Mode-independent: everything the path runs for any mode (aesni: GCM's
+ * list, a superset of the block part's). */
+static uint32_t path_missing(const vc_cpu_features *f, vc_path p)
+{
+    return path_missing_for(f, VC_MODE_GCM, p);
 }
 
 int vc_path_supported(const vc_cpu_features *f, vc_path p)

@@ -1,11 +1,18 @@
 /*
- * tier_aesni.c - the `aesni` ISA tier: AES-NI + PCLMULQDQ on 128-bit xmm
- * registers, legacy SSE encoding only.
+ * tier_aesni.c - the `aesni` ISA tier: AES-NI (+ PCLMULQDQ for GCM) on
+ * 128-bit xmm registers, legacy SSE encoding only.
  *
- * Target: every CPU since Westmere (AES, PCLMULQDQ, SSE4.1/4.2, no AVX).  All
- * functions carry VC_AESNI_TARGET, which enables "aes,pclmul,sse4.1" and
- * nothing wider, so the compiler cannot emit a VEX or EVEX encoding here; the
- * test suite checks that with objdump.
+ * Target: every CPU with AES-NI.  The ISA is declared once, in
+ * dispatch/include/vc_tier_isa.h, in two parts that the dispatcher checks
+ * per mode:
+ *   VC_ISA_AESNI_BLOCK  "aes" (on SSE2): key expansion, one block, CFB128,
+ *                       CFB8, CFB1.  No SSSE3/SSE4.1 here, so a CPU with
+ *                       AES-NI but an old SSE level (the hypervisor model
+ *                       "qemu64,+aes") runs the CFB modes with AES-NI;
+ *   VC_ISA_AESNI_GCM    + "pclmul,ssse3": GHASH and the GCM bulk
+ *                       (functions named *gcm* / *ghash*).
+ * Neither enables AVX, so the compiler cannot emit a VEX or EVEX encoding
+ * here; tests/test_tier_isa.py checks every instruction against the lists.
  *
  * Contents
  *   1. AES-128/192/256 key expansion (AESKEYGENASSIST) and a single block.
@@ -25,9 +32,20 @@
 #include <immintrin.h>
 
 #include "internal.h"
+#include "vc_tier_isa.h"
 
-#define VC_AESNI_TARGET __attribute__((target("aes,pclmul,sse4.1")))
-#define VC_AESNI_INLINE static inline __attribute__((always_inline, target("aes,pclmul,sse4.1")))
+/* Block part (AES on SSE2) and GCM part, from the one declaration. */
+#define VC_AESNI_TARGET __attribute__((target(VC_ISA_TARGET(VC_ISA_AESNI_BLOCK))))
+#define VC_AESNI_INLINE \
+    static inline __attribute__((always_inline, target(VC_ISA_TARGET(VC_ISA_AESNI_BLOCK))))
+#define VC_GCM_TARGET __attribute__((target(VC_ISA_TARGET(VC_ISA_AESNI_GCM))))
+#define VC_GCM_INLINE \
+    static inline __attribute__((always_inline, target(VC_ISA_TARGET(VC_ISA_AESNI_GCM))))
+
+#define VC_ISA_CHECK_LIST VC_ISA_AESNI_BLOCK
+#include "tier_isa_check.h"
+#define VC_ISA_CHECK_LIST VC_ISA_AESNI_GCM
+#include "tier_isa_check.h"
 
 /* g->table layout (tier-private):
  *   entry 0..7   H^1' .. H^8'  (twisted powers, see section 2)
@@ -72,7 +90,8 @@ void vc_aesni_setkey(vc_aes_key *k, const uint8_t *key, unsigned key_bits)
     for (unsigned i = nk; i < nwords; i++) {
         uint32_t t = w[i - 1];
         if (i % nk == 0) {
-            t = (uint32_t)_mm_extract_epi32(aesni_subword_pair(t), 1) ^ rcon;
+            /* dword 1 via PSHUFD + MOVD (SSE2; PEXTRD would need SSE4.1) */
+            t = (uint32_t)_mm_cvtsi128_si32(_mm_shuffle_epi32(aesni_subword_pair(t), 0x55)) ^ rcon;
             /* xtime on the public round constant: 01 02 04 .. 80 1b 36 */
             rcon = ((rcon << 1) ^ ((rcon >> 7) * 0x1b)) & 0xff;
         } else if (nk == 8 && i % nk == 4) {
@@ -205,13 +224,13 @@ void vc_aesni_encrypt_block(const vc_aes_key *k, const uint8_t in[16], uint8_t o
  * lo/mid/hi sums are combined once per batch.
  */
 
-VC_AESNI_INLINE __m128i aesni_bswap128(__m128i v)
+VC_GCM_INLINE __m128i aesni_bswap128(__m128i v)
 {
     const __m128i rev = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     return _mm_shuffle_epi8(v, rev);
 }
 
-VC_AESNI_INLINE __m128i gh_reduce(__m128i lo, __m128i hi)
+VC_GCM_INLINE __m128i gh_reduce(__m128i lo, __m128i hi)
 {
     const __m128i c = _mm_set_epi64x(0, (long long)0xC200000000000000ULL);
     __m128i t = _mm_xor_si128(_mm_shuffle_epi32(lo, 0x4e), _mm_clmulepi64_si128(lo, c, 0x00));
@@ -220,7 +239,7 @@ VC_AESNI_INLINE __m128i gh_reduce(__m128i lo, __m128i hi)
 }
 
 /* Karatsuba lo/mid/hi sums -> 256-bit [hi:lo] -> reduced element. */
-VC_AESNI_INLINE __m128i gh_finish(__m128i lo, __m128i mid, __m128i hi)
+VC_GCM_INLINE __m128i gh_finish(__m128i lo, __m128i mid, __m128i hi)
 {
     mid = _mm_xor_si128(mid, _mm_xor_si128(lo, hi));
     lo = _mm_xor_si128(lo, _mm_slli_si128(mid, 8));
@@ -240,7 +259,7 @@ VC_AESNI_INLINE __m128i gh_finish(__m128i lo, __m128i mid, __m128i hi)
     } while (0)
 
 /* Full product of two reflected elements, reduced: R(A*B*x mod P). */
-VC_AESNI_INLINE __m128i gh_mul(__m128i a, __m128i b)
+VC_GCM_INLINE __m128i gh_mul(__m128i a, __m128i b)
 {
     __m128i lo = _mm_clmulepi64_si128(a, b, 0x00);
     __m128i hi = _mm_clmulepi64_si128(a, b, 0x11);
@@ -250,7 +269,7 @@ VC_AESNI_INLINE __m128i gh_mul(__m128i a, __m128i b)
     return gh_reduce(lo, hi);
 }
 
-VC_AESNI_TARGET
+VC_GCM_TARGET
 static void aesni_ghash_init(vc_ghash_key *g)
 {
     __m128i *tab = (__m128i *)g->table;
@@ -271,7 +290,7 @@ static void aesni_ghash_init(vc_ghash_key *g)
 
 /* X <- GHASH of n (1..8) blocks at p, aggregated: (X^B0)H^n ^ ... ^ B(n-1)H^1.
  * X and the result are reflected. */
-VC_AESNI_INLINE __m128i gh_blocks(const __m128i *tab, __m128i X, const uint8_t *p, unsigned n)
+VC_GCM_INLINE __m128i gh_blocks(const __m128i *tab, __m128i X, const uint8_t *p, unsigned n)
 {
     __m128i lo = _mm_setzero_si128(), mid = lo, hi = lo;
     for (unsigned i = 0; i < n; i++) {
@@ -283,7 +302,7 @@ VC_AESNI_INLINE __m128i gh_blocks(const __m128i *tab, __m128i X, const uint8_t *
     return gh_finish(lo, mid, hi);
 }
 
-VC_AESNI_TARGET
+VC_GCM_TARGET
 static void aesni_ghash(const vc_ghash_key *g, uint8_t Xb[16], const uint8_t *in, size_t len)
 {
     const __m128i *tab = (const __m128i *)g->table;
@@ -348,7 +367,7 @@ static void aesni_ghash(const vc_ghash_key *g, uint8_t Xb[16], const uint8_t *in
 
 /* 8 CTR blocks in -> out, optionally hashing the 128 bytes at hsrc into *X.
  * *ctr is the byte-reversed counter; advanced by 8. */
-VC_AESNI_INLINE void gcm_batch8(const vc_aes_key *k, const __m128i *tab, __m128i *ctr, __m128i *X,
+VC_GCM_INLINE void gcm_batch8(const vc_aes_key *k, const __m128i *tab, __m128i *ctr, __m128i *X,
                                 const int do_hash, const uint8_t *hsrc, const uint8_t *in, uint8_t *out)
 {
     const __m128i *rk = (const __m128i *)k->rk;
@@ -418,8 +437,8 @@ VC_AESNI_INLINE void gcm_batch8(const vc_aes_key *k, const __m128i *tab, __m128i
 /* The last len (< 128) bytes of a call: n = ceil(len/16) counter blocks
  * side by side, through a stack buffer so that nothing outside in/out is
  * touched; a partial final block is hashed zero-padded. */
-VC_AESNI_TARGET
-static void gcm_tail(const vc_aes_key *k, const __m128i *tab, __m128i *ctr, __m128i *X,
+VC_GCM_TARGET
+static void aesni_gcm_tail(const vc_aes_key *k, const __m128i *tab, __m128i *ctr, __m128i *X,
                      const uint8_t *in, uint8_t *out, size_t len, int enc)
 {
     const __m128i *rk = (const __m128i *)k->rk;
@@ -451,7 +470,7 @@ static void gcm_tail(const vc_aes_key *k, const __m128i *tab, __m128i *ctr, __m1
     vc_secure_zero(b, sizeof b);
 }
 
-VC_AESNI_TARGET
+VC_GCM_TARGET
 static void aesni_gcm_enc(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctrb[16], uint8_t Xb[16],
                           const uint8_t *in, uint8_t *out, size_t len)
 {
@@ -467,12 +486,12 @@ static void aesni_gcm_enc(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ct
         X = gh_blocks(tab, X, out + p - 128, 8);
     }
     if (p < len)
-        gcm_tail(k, tab, &ctr, &X, in + p, out + p, len - p, 1);
+        aesni_gcm_tail(k, tab, &ctr, &X, in + p, out + p, len - p, 1);
     _mm_storeu_si128((__m128i *)ctrb, aesni_bswap128(ctr));
     _mm_storeu_si128((__m128i *)Xb, aesni_bswap128(X));
 }
 
-VC_AESNI_TARGET
+VC_GCM_TARGET
 static void aesni_gcm_dec(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctrb[16], uint8_t Xb[16],
                           const uint8_t *in, uint8_t *out, size_t len)
 {
@@ -484,7 +503,7 @@ static void aesni_gcm_dec(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ct
     for (; len - p >= 128; p += 128)
         gcm_batch8(k, tab, &ctr, &X, 1, in + p, in + p, out + p);
     if (p < len)
-        gcm_tail(k, tab, &ctr, &X, in + p, out + p, len - p, 0);
+        aesni_gcm_tail(k, tab, &ctr, &X, in + p, out + p, len - p, 0);
     _mm_storeu_si128((__m128i *)ctrb, aesni_bswap128(ctr));
     _mm_storeu_si128((__m128i *)Xb, aesni_bswap128(X));
 }
@@ -579,19 +598,27 @@ static void aesni_cfb128_dec(const vc_aes_key *k, uint8_t iv[16], const uint8_t 
  *                                reg = reg[1..15] || c     (decrypt: || c the input)
  *
  * In an xmm register loaded from memory byte 0 is the lowest, so dropping
- * reg[0] is a byte shift right and the new byte is inserted at lane 15. */
+ * reg[0] is a byte shift right and the new byte goes in at lane 15. */
 VC_AESNI_INLINE void cfb8_nr(const vc_aes_key *k, const unsigned nr, uint8_t iv[16],
                              const uint8_t *in, uint8_t *out, size_t len, const int enc)
 {
     AESNI_RK_LOCALS(k, nr);
     __m128i reg = _mm_loadu_si128((const __m128i *)iv);
+    unsigned last = iv[15]; /* the byte at lane 15, kept in a GPR */
     for (size_t i = 0; i < len; i++) {
         __m128i o = reg;
         AESNI_RK_ENCRYPT(o, nr);
         const unsigned ib = in[i];
         const unsigned ob = ib ^ ((unsigned)_mm_cvtsi128_si32(o) & 0xffu);
+        const unsigned fb = enc ? ob : ib;
         out[i] = (uint8_t)ob;
-        reg = _mm_insert_epi8(_mm_srli_si128(reg, 1), (int)(enc ? ob : ib), 15);
+        /* After the shift lane 14 holds the old lane 15 (`last`) and lane
+         * 15 must take fb: one PINSRW of the word (last | fb << 8) into word
+         * 7.  PINSRW is SSE2 (PINSRB would need SSE4.1) and, unlike a
+         * MOVD/PSLLDQ/POR sequence, needs no extra xmm register next to the
+         * 15 round keys. */
+        reg = _mm_insert_epi16(_mm_srli_si128(reg, 1), (int)(last | fb << 8), 7);
+        last = fb;
     }
     _mm_storeu_si128((__m128i *)iv, reg);
 }

@@ -15,8 +15,13 @@
 #include <immintrin.h>
 
 #include "internal.h"
+#include "vc_tier_isa.h"
 
-#define VC_TGT "avx512f,avx512vl,avx512bw,vaes,vpclmulqdq,prefer-vector-width=256"
+#define VC_ISA_CHECK_LIST VC_ISA_AVX10_256
+#include "tier_isa_check.h"
+
+/* The ISA from its one declaration, plus a tuning flag (not an ISA). */
+#define VC_TGT VC_ISA_TARGET(VC_ISA_AVX10_256) ",prefer-vector-width=256"
 #define VC_NAME(x) vc_avx10_256_##x
 #include "vaes_ymm.h"
 

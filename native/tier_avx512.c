@@ -12,8 +12,12 @@
 #include <immintrin.h>
 
 #include "internal.h"
+#include "vc_tier_isa.h"
 
-#define VC_TGT "avx512f,avx512vl,avx512bw,vaes,vpclmulqdq"
+#define VC_ISA_CHECK_LIST VC_ISA_AVX512
+#include "tier_isa_check.h"
+
+#define VC_TGT VC_ISA_TARGET(VC_ISA_AVX512)
 #define VC_NAME(x) vc_avx512_##x
 #define VC_W 64
 typedef __m512i vc_v;

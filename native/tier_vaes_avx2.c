@@ -11,8 +11,12 @@
 #include <string.h>
 
 #include "internal.h"
+#include "vc_tier_isa.h"
 
-#define VC_TGT "avx2,vaes,vpclmulqdq"
+#define VC_ISA_CHECK_LIST VC_ISA_VAES_AVX2
+#include "tier_isa_check.h"
+
+#define VC_TGT VC_ISA_TARGET(VC_ISA_VAES_AVX2)
 #define VC_NAME(x) vc_vaes_avx2_##x
 #include "vaes_ymm.h"
 

@@ -5,7 +5,8 @@
  * This file is included once by each of tier_avx512.c, tier_avx10_256.c and
  * tier_vaes_avx2.c after the tier has defined:
  *
- *   VC_TGT         the target("...") string every function here is compiled for
+ *   VC_TGT         the target("...") string every function here is compiled for,
+ *                  VC_ISA_TARGET(<the tier's list in vc_tier_isa.h>)
  *   VC_NAME(x)     per-tier symbol name (vc_avx512_##x ...), so profiles and
  *                  instruction-mix reports name the tier that ran
  *   VC_W           vector width in bytes (64 or 32); VC_L = VC_W / 16 lanes

@@ -25,7 +25,12 @@ import vaescrypt
 CPUID_BITS = {
     "aes": (1, 0, "ecx", 25),
     "pclmulqdq": (1, 0, "ecx", 1),
+    "sse3": (1, 0, "ecx", 0),
+    "ssse3": (1, 0, "ecx", 9),
     "sse41": (1, 0, "ecx", 19),
+    "sse42": (1, 0, "ecx", 20),
+    "popcnt": (1, 0, "ecx", 23),
+    "xsave": (1, 0, "ecx", 26),
     "avx": (1, 0, "ecx", 28),
     "avx2": (7, 0, "ebx", 5),
     "bmi2": (7, 0, "ebx", 8),
@@ -80,22 +85,29 @@ def profile(
     return leaves, XCR0[os_state]
 
 
-# The rule, stated once for the test (DESIGN.md "Dispatcher policy").
+# The rule, stated once for the test (DESIGN.md "Dispatcher policy"); the
+# feature lists are the tiers' ISA declarations (dispatch/include/vc_tier_isa.h)
+# written out: what GCC may use under each tier's target string.
+AESNI_BLOCK = {"aes"}
+AESNI_GCM = AESNI_BLOCK | {"pclmulqdq", "sse3", "ssse3"}
+# what GCC's "avx" brings along; the wide tiers also run the aesni block part
+AVX_BASE = AESNI_BLOCK | {"sse3", "ssse3", "sse41", "sse42", "popcnt", "xsave", "avx"}
+VAES_AVX2 = AVX_BASE | {"avx2", "vaes", "vpclmulqdq", "os_ymm"}
+EVEX = VAES_AVX2 | {"os_evex"}
+FVLBW = {"avx512f", "avx512vl", "avx512bw"}
+
+
 def rule_supported(f: frozenset[str], path: str, mode: str) -> bool:
-    evex = "os_evex" in f
     if path == "generic":
         return True
     if path == "aesni":
-        return "aes" in f and (mode != "gcm" or {"pclmulqdq", "sse41"} <= f)
+        return (AESNI_GCM if mode == "gcm" else AESNI_BLOCK) <= f
     if path == "vaes_avx2":
-        return {"avx2", "vaes", "vpclmulqdq", "os_ymm"} <= f
-    avx512_fvlbw = {"avx512f", "avx512vl", "avx512bw"} <= f
+        return VAES_AVX2 <= f
     if path == "avx10_256":
-        return (
-            (avx512_fvlbw or {"avx10", "avx10_256"} <= f) and {"vaes", "vpclmulqdq"} <= f and evex
-        )
+        return EVEX <= f and (FVLBW <= f or {"avx10", "avx10_256"} <= f)
     if path == "avx512":
-        return avx512_fvlbw and {"vaes", "vpclmulqdq"} <= f and evex
+        return EVEX | FVLBW <= f
     raise AssertionError(path)
 
 
@@ -128,16 +140,22 @@ def rule_select(f: frozenset[str], mode: str, direction: str) -> str:
     return "generic"
 
 
+# What CPUs report besides the names in the profiles below: the SSE ladder
+# (Nehalem on) and, from Sandy Bridge on, XSAVE.
+SSE_LADDER = {"sse3", "ssse3", "sse41", "sse42", "popcnt"}
+AVX_LEGACY = SSE_LADDER | {"xsave"}
+
 REAL_CPUS = {
     # name: (features, os, vendor, family, model, avx10 VLs), expected gcm/encrypt
-    "westmere": (({"aes", "pclmulqdq", "sse41"}, "none", "GenuineIntel", 6, 0x2C, ()), "aesni"),
+    "westmere": (({"aes", "pclmulqdq", *SSE_LADDER}, "none", "GenuineIntel", 6, 0x2C, ()), "aesni"),
     "haswell": (
-        ({"aes", "pclmulqdq", "sse41", "avx", "avx2", "bmi2"}, "ymm", "GenuineIntel", 6, 0x3C, ()),
+        ({"aes", "pclmulqdq", *AVX_LEGACY, "avx", "avx2", "bmi2"}, "ymm", "GenuineIntel", 6, 0x3C,
+         ()),
         "aesni",
     ),
     "alderlake": (
         (
-            {"aes", "pclmulqdq", "sse41", "avx", "avx2", "bmi2", "vaes", "vpclmulqdq"},
+            {"aes", "pclmulqdq", *AVX_LEGACY, "avx", "avx2", "bmi2", "vaes", "vpclmulqdq"},
             "ymm",
             "GenuineIntel",
             6,
@@ -151,7 +169,7 @@ REAL_CPUS = {
             {
                 "aes",
                 "pclmulqdq",
-                "sse41",
+                *AVX_LEGACY,
                 "avx",
                 "avx2",
                 "bmi2",
@@ -173,7 +191,7 @@ REAL_CPUS = {
             {
                 "aes",
                 "pclmulqdq",
-                "sse41",
+                *AVX_LEGACY,
                 "avx",
                 "avx2",
                 "bmi2",
@@ -197,7 +215,7 @@ REAL_CPUS = {
             {
                 "aes",
                 "pclmulqdq",
-                "sse41",
+                *AVX_LEGACY,
                 "avx",
                 "avx2",
                 "bmi2",
@@ -221,7 +239,7 @@ REAL_CPUS = {
             {
                 "aes",
                 "pclmulqdq",
-                "sse41",
+                *AVX_LEGACY,
                 "avx",
                 "avx2",
                 "bmi2",
@@ -246,7 +264,7 @@ REAL_CPUS = {
             {
                 "aes",
                 "pclmulqdq",
-                "sse41",
+                *AVX_LEGACY,
                 "avx",
                 "avx2",
                 "bmi2",
@@ -271,7 +289,7 @@ REAL_CPUS = {
             {
                 "aes",
                 "pclmulqdq",
-                "sse41",
+                *AVX_LEGACY,
                 "avx",
                 "avx2",
                 "bmi2",
@@ -295,7 +313,7 @@ REAL_CPUS = {
             {
                 "aes",
                 "pclmulqdq",
-                "sse41",
+                *AVX_LEGACY,
                 "avx",
                 "avx2",
                 "avx512f",
@@ -312,7 +330,17 @@ REAL_CPUS = {
         ),
         "vaes_avx2",
     ),
-    "no-aes": (({"sse41", "pclmulqdq"}, "none", "GenuineIntel", 6, 0x1A, ()), "generic"),
+    "no-aes": (({*SSE_LADDER, "pclmulqdq"}, "none", "GenuineIntel", 6, 0x1A, ()), "generic"),
+    # hypervisor models: qemu64 (SSE3, no SSSE3/SSE4.1) with AES-NI added
+    "qemu64+aes": (({"sse3", "aes"}, "none", "AuthenticAMD", 0xF, 0x6B, ()), "generic"),
+    "qemu64+aes+pclmul": (
+        ({"sse3", "aes", "pclmulqdq"}, "none", "AuthenticAMD", 0xF, 0x6B, ()),
+        "generic",
+    ),
+    "qemu64+aes+pclmul+ssse3": (
+        ({"sse3", "ssse3", "aes", "pclmulqdq"}, "none", "AuthenticAMD", 0xF, 0x6B, ()),
+        "aesni",
+    ),
 }
 
 
@@ -333,6 +361,22 @@ def test_real_cpu_profiles(name: str) -> None:
     for mode in ("cfb8", "cfb1"):
         for d in ("encrypt", "decrypt"):
             assert sel[(mode, d)] in ("aesni", "generic")
+
+
+@pytest.mark.parametrize("name", ["qemu64+aes", "qemu64+aes+pclmul"])
+def test_aes_without_ssse3(name: str) -> None:
+    """AES-NI without SSSE3/SSE4.1 (issue 13): the CFB modes keep the aesni
+    block part (AES on SSE2), GCM needs SSSE3 (PSHUFB) and falls to generic."""
+    (feats, os_state, vendor, fam, model, _vl), _ = REAL_CPUS[name]
+    leaves, xcr0 = profile(set(feats), os_state=os_state, vendor=vendor, family=fam, model=model)
+    sel = vaescrypt.select_for_cpuid(leaves, xcr0)
+    for (mode, d), path in sel.items():
+        want = "generic" if mode == "gcm" else "aesni"
+        if not vaescrypt.path_implemented(mode, d, want):
+            want = "generic"
+        assert path == want, (mode, d, vaescrypt.explain_for_cpuid(leaves, xcr0, mode, d))
+    explained = vaescrypt.explain_for_cpuid(leaves, xcr0, "gcm", "encrypt")
+    assert "aesni: missing" in explained and "ssse3" in explained, explained
 
 
 def test_decoder_fields() -> None:
@@ -361,7 +405,7 @@ def test_policy_over_feature_combinations() -> None:
     names = sorted(CPUID_BITS)
     prefer_models = [0x55, 0x6A, 0x6C, 0x7D, 0x7E, 0x9D, 0x8C, 0x8D]
     for _ in range(3000):
-        feats = {n for n in names if r.random() < 0.75}
+        feats = {n for n in names if r.random() < (0.95 if n in AVX_LEGACY else 0.75)}
         vl = tuple(v for v in (128, 256, 512) if r.random() < 0.6)
         model = r.choice([*prefer_models, 0x8F, 0xAD, 0x97])
         os_state = r.choice(["none", "ymm", "evex", "evex"])
@@ -380,7 +424,7 @@ def test_policy_over_feature_combinations() -> None:
 def test_cfb8_cfb1_never_wide_exhaustive() -> None:
     """Every combination of the features a wide path needs: CFB8/CFB1 stay xmm."""
     wide = ["avx2", "avx512f", "avx512vl", "avx512bw", "vaes", "vpclmulqdq", "avx10"]
-    base = {"aes", "pclmulqdq", "sse41", "avx"}
+    base = {"aes", "pclmulqdq", "avx", *AVX_LEGACY}
     for combo in itertools.product([False, True], repeat=len(wide)):
         feats = base | {f for f, on in zip(wide, combo) if on}
         leaves, xcr0 = profile(feats, avx10_vl=(128, 256, 512))
@@ -459,6 +503,10 @@ MASKS = [
     "-avx512bw",
     "-pclmulqdq",
     "-sse41",
+    "-ssse3",
+    "-sse3",
+    "-popcnt",
+    "-xsave",
     "-avx",
     "-avx512vl,-vaes",
     "-aes,-pclmulqdq",

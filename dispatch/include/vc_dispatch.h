@@ -18,7 +18,7 @@ extern "C" {
  * preference is per (mode, direction) in dispatch/policy.c. */
 typedef enum vc_path {
     VC_PATH_GENERIC = 0,   /* portable constant-time C                         */
-    VC_PATH_AESNI = 1,     /* AES-NI + PCLMULQDQ, xmm, legacy SSE encoding      */
+    VC_PATH_AESNI = 1,     /* AES-NI (+ PCLMULQDQ, SSSE3 for GCM), legacy SSE   */
     VC_PATH_VAES_AVX2 = 2, /* VAES + VPCLMULQDQ on ymm, VEX only                */
     VC_PATH_AVX10_256 = 3, /* EVEX-encoded, ymm only (AVX10/256, AVX512VL)      */
     VC_PATH_AVX512 = 4,    /* EVEX zmm                                          */
@@ -62,6 +62,13 @@ typedef enum vc_feature {
     VC_F_OS_YMM,       /* XCR0 & 0x06 == 0x06                                 */
     VC_F_OS_EVEX,      /* XCR0 & 0xE6 == 0xE6                                 */
     VC_F_PREFER_YMM,   /* Intel family 6 model in the prefer-ymm list        */
+    /* Added with the per-tier ISA declarations (vc_tier_isa.h): what GCC
+     * may use under a tier's target string beyond the names above. */
+    VC_F_SSE3,         /* CPUID.1:ECX[0]                                     */
+    VC_F_SSSE3,        /* CPUID.1:ECX[9]  (PSHUFB)                           */
+    VC_F_SSE42,        /* CPUID.1:ECX[20]                                    */
+    VC_F_POPCNT,       /* CPUID.1:ECX[23]                                    */
+    VC_F_XSAVE,        /* CPUID.1:ECX[26]                                    */
     VC_F_COUNT
 } vc_feature;
 

@@ -17,8 +17,8 @@
 extern "C" {
 #endif
 
-/* vc_path_supported for one mode: the aesni path needs PCLMULQDQ and SSE4.1
- * for GCM only; CFB modes need AES alone. */
+/* vc_path_supported for one mode: the aesni path needs PCLMULQDQ and SSSE3
+ * for GCM only; CFB modes need AES alone (see vc_tier_isa.h). */
 int vc_path_supported_for(const vc_cpu_features *f, vc_mode m, vc_path p);
 
 /* Provided by the library (weak reference from policy.c):

@@ -47,6 +47,11 @@ typedef enum vc_feature {
     VC_F_OS_YMM,
     VC_F_OS_EVEX,
     VC_F_PREFER_YMM,
+    VC_F_SSE3,
+    VC_F_SSSE3,
+    VC_F_SSE42,
+    VC_F_POPCNT,
+    VC_F_XSAVE,
     VC_F_COUNT
 } vc_feature;
 
