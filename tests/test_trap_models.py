@@ -50,7 +50,7 @@ def test_every_trap_model_names_its_source_and_why() -> None:
     text = SHIPPED_MATRIX.read_text()
     m = load_matrix(SHIPPED_MATRIX)
     for name in TRAPS:
-        block = re.search(rf"^  {name}:\n((?:    .*\n)+)", text, re.M)
+        block = re.search(rf"^  {name}:\n((?:    .*\n)+)", text, re.MULTILINE)
         assert block, name
         assert "# source: " in block.group(1), name
         assert m.models[name].sde_chip is None, name
