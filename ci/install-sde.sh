@@ -1,32 +1,115 @@
 #!/usr/bin/env bash
-# Install the pinned Intel SDE into DEST (default: $HOME/.cache/sdematrix/sde)
-# and print the sde64 path.  Refuses a tarball whose SHA-256 differs from the
-# pin.  A tarball already present (SDE_TARBALL=path, e.g. a CI cache or a file
-# placed in a Docker build context) is verified the same way instead of
-# downloading.  Exit 2 on a checksum mismatch, 1 on a download failure.
+# Install the pinned Intel SDE into DEST (default: $HOME/.cache/sdematrix/sde-VERSION)
+# and print the sde64 path.
+#
+# Where the tarball comes from, first hit wins:
+#   1. DEST already holds sde64 (a CI cache restored there): nothing to do;
+#   2. SDE_TARBALL=path: a tarball placed by hand, a Docker build context, ...;
+#   3. SDE_MIRROR_URL: a copy of the pinned tarball anywhere curl reaches
+#      (https://, file://);
+#   4. Intel's URL from ci/sde-version.env (SDE_URL_OVERRIDE replaces it).
+# Whatever the source, the file must be an xz archive (magic FD 37 7A 58 5A 00)
+# -- Intel's mirror answers non-browser clients with a 403 HTML page or an
+# empty 202 -- of plausible size (a download must be at least SDE_MIN_BYTES
+# when the pinned hash is used), and must match the pinned SHA-256
+# (SDE_SHA256_OVERRIDE replaces the pin, e.g. for another version's kit).
+#
+# On failure: ONE line on stderr saying what each source gave and how to
+# proceed.  Exit 1: nothing could be fetched (network/HTTP); 3: something was
+# fetched but it is not the SDE archive (HTML, empty, truncated); 2: an xz
+# archive with the wrong SHA-256 (or an SDE_TARBALL that is not one); the
+# highest of these over the sources tried.  Exit 1 also when the unpacked
+# sde64 does not run.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=/dev/null
 . "$here/sde-version.env"
 url="${SDE_URL_OVERRIDE:-$SDE_URL}"
 sha="${SDE_SHA256_OVERRIDE:-$SDE_SHA256}"
+# The size floor is a property of the pinned release; a kit pinned by an
+# override hash is only held to "non-empty xz".
+if [ "$sha" = "$SDE_SHA256" ]; then min_bytes="${SDE_MIN_BYTES_OVERRIDE:-$SDE_MIN_BYTES}"; else min_bytes="${SDE_MIN_BYTES_OVERRIDE:-1}"; fi
 dest="${1:-${HOME}/.cache/sdematrix/sde-${SDE_VERSION}}"
+name="sde-external-${SDE_VERSION}-lin.tar.xz"
+how="put the pinned tarball ($name, sha256 $sha) at SDE_TARBALL=path, restore $dest from a cache, or set SDE_MIRROR_URL to a copy of it (same SHA-256 pin)"
 
 if [ -x "$dest/sde64" ]; then
     echo "$dest/sde64"
     exit 0
 fi
-tarball="${SDE_TARBALL:-}"
-if [ -z "$tarball" ]; then
-    tarball="$(mktemp /tmp/sde.XXXXXX.tar.xz)"
-    trap 'rm -f "$tarball"' EXIT
-    curl -fsSL --retry 3 -o "$tarball" "$url" || { echo "install-sde: download failed: $url" >&2; exit 1; }
+
+# check FILE: prints nothing and returns 0 when FILE is the pinned archive;
+# otherwise prints why and returns 3 (not the archive) or 2 (wrong hash).
+check() {
+    local f="$1" size magic got
+    size="$(stat -c %s "$f" 2>/dev/null || echo 0)"
+    if [ "$size" -eq 0 ]; then echo "empty file (0 bytes)"; return 3; fi
+    magic="$(head -c 6 "$f" | od -An -tx1 | tr -d ' \n')"
+    if [ "$magic" != "fd377a585a00" ]; then
+        if head -c 512 "$f" | grep -qi '<html\|<!doctype'; then
+            echo "an HTML page ($size bytes), not an xz archive"
+        else
+            echo "not an xz archive ($size bytes, starts with ${magic:-nothing})"
+        fi
+        return 3
+    fi
+    if [ "$size" -lt "$min_bytes" ]; then
+        echo "an xz file of only $size bytes (the pinned kit is >= $min_bytes): truncated"
+        return 3
+    fi
+    got="$(sha256sum "$f" | cut -d' ' -f1)"
+    if [ "$got" != "$sha" ]; then echo "an xz archive with a SHA-256 mismatch: got $got, pinned $sha"; return 2; fi
+    return 0
+}
+
+tarball=""
+worst=0
+report=""
+if [ -n "${SDE_TARBALL:-}" ]; then
+    if [ ! -f "$SDE_TARBALL" ]; then
+        echo "install-sde: SDE_TARBALL=$SDE_TARBALL does not exist; $how" >&2
+        exit 2
+    fi
+    # A local file is not a download: no size floor (it was placed on purpose).
+    why="$(min_bytes=1 check "$SDE_TARBALL")" || {
+        rc=$?
+        [ "$rc" -eq 2 ] && echo "install-sde: SHA-256 mismatch for SDE_TARBALL=$SDE_TARBALL: ${why#an xz archive with a SHA-256 mismatch: }; $how" >&2 \
+            || echo "install-sde: SDE_TARBALL=$SDE_TARBALL is $why; $how" >&2
+        exit 2
+    }
+    tarball="$SDE_TARBALL"
+else
+    tmp="$(mktemp -d /tmp/install-sde.XXXXXX)"
+    trap 'rm -rf "$tmp"' EXIT
+    sources=()
+    [ -n "${SDE_MIRROR_URL:-}" ] && sources+=("$SDE_MIRROR_URL")
+    sources+=("$url")
+    i=0
+    for src in "${sources[@]}"; do
+        i=$((i + 1))
+        f="$tmp/$i.tar.xz"
+        code="$(curl -sL --retry 3 -o "$f" -w '%{http_code}' "$src" 2>/dev/null)" && rc=0 || rc=$?
+        if [ "$rc" -ne 0 ]; then
+            report+="${report:+; }$src: download failed (curl exit $rc, HTTP ${code:-none})"
+            [ "$worst" -lt 1 ] && worst=1
+            continue
+        fi
+        case "$code" in 2??|000) ;; *)
+            report+="${report:+; }$src: HTTP $code"
+            [ "$worst" -lt 1 ] && worst=1
+            continue ;;
+        esac
+        why="$(check "$f")" && { tarball="$f"; break; } || rc=$?
+        if [ "$code" = 000 ]; then what="the file"; else what="the HTTP $code answer"; fi
+        report+="${report:+; }$src: $what is $why"
+        if [ "$rc" -eq 2 ]; then worst=2; elif [ "$worst" -ne 2 ]; then worst=3; fi
+    done
+    if [ -z "$tarball" ]; then
+        echo "install-sde: no usable SDE tarball ($report); $how" >&2
+        exit "$worst"
+    fi
 fi
-got="$(sha256sum "$tarball" | cut -d' ' -f1)"
-if [ "$got" != "$sha" ]; then
-    echo "install-sde: SHA-256 mismatch for $url: got $got, pinned $sha" >&2
-    exit 2
-fi
+
 mkdir -p "$dest"
 tar -C "$dest" --strip-components=1 -xJf "$tarball"
 "$dest/sde64" -version >/dev/null 2>&1 || { echo "install-sde: $dest/sde64 does not run" >&2; exit 1; }

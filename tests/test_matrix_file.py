@@ -120,24 +120,7 @@ def test_non_string_key_is_an_error(tmp_path: Path) -> None:
 
 # --------------------------------------------------------- shipped matrix --
 
-MODELS = [
-    "p4p",
-    "wsm",
-    "snb",
-    "ivb",
-    "hsw",
-    "skx",
-    "icl",
-    "tgl",
-    "adl",
-    "spr",
-    "emr",
-    "gnr",
-    "gnr256",
-    "dmr",
-    "zen3",
-    "zen4",
-]
+MODELS = ["p4p", "mrm", "pnr", "nhm", "wsm", "snb", "ivb", "hsw", "bdw", "skl", "skx", "clx", "cpx", "cnl", "icl", "icx", "tgl", "adl", "rpl", "mtl", "arl", "lnl", "ptl", "spr", "emr", "gnr", "gnr256", "dmr", "nvl", "future", "slt", "slm", "glm", "glp", "tnt", "snr", "srf", "cwf", "zen1", "zen2", "zen3", "zen4", "zen5", "kvm64_aes", "knl", "spr_novpclmul", "spr_xcr0_ymm", "spr_xcr0_sse", "gnr_leaf23", "adl_avx512"]
 
 
 def test_shipped_models_in_display_order(shipped: Matrix) -> None:

@@ -6,7 +6,7 @@ Sub-commands::
                   [--cpuid-mode auto|fault|bp] [--allow-skip]
                   [--sde-path PATH] [--junit FILE] [--out DIR] [--jobs N]
                   [--timeout S] [--seed N]
-    sdematrix list-cpus [--matrix FILE] [--github-matrix]
+    sdematrix list-cpus [--matrix FILE] [--github-matrix [--shards N]]
     sdematrix explain CPU [--matrix FILE]
     sdematrix doctor [--matrix FILE] [--json]   # backends usable here, CPUID mode
     sdematrix mix FILE              # an SDE mix file, normalised to JSON on stdout
@@ -408,7 +408,10 @@ def cmd_list_cpus(args: argparse.Namespace) -> int:
     matrix = _load(args.matrix)
     if args.github_matrix:
         # one line, for `echo "matrix=$(sdematrix list-cpus --github-matrix)" >> $GITHUB_OUTPUT`
-        sys.stdout.write(json.dumps(ex.github_matrix(matrix), separators=(",", ":")) + "\n")
+        from .shards import github_matrix
+
+        gm = github_matrix(matrix, args.shards)
+        sys.stdout.write(json.dumps(gm, separators=(",", ":")) + "\n")
     else:
         sys.stdout.write(_table(ex.list_cpus(matrix)))
     return EXIT_OK
@@ -534,7 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     lc = sub.add_parser("list-cpus", help="list the CPU models of the matrix")
     lc.add_argument("--matrix", help=matrix_help)
     lc.add_argument("--github-matrix", action="store_true",
-                    help="print a GitHub Actions strategy matrix (JSON)")  # fmt: skip
+                    help="print a GitHub Actions strategy matrix (JSON): shards of SDE models")  # fmt: skip
+    lc.add_argument("--shards", type=_positive_int, default=None,
+                    help="number of jobs for --github-matrix (default: at most 16)")  # fmt: skip
     lc.set_defaults(func=cmd_list_cpus)
 
     e = sub.add_parser("explain", help="explain the expected paths of one CPU model")

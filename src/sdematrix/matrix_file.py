@@ -374,7 +374,10 @@ def _build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
     l70 = leaves.get((7, 0))
     if l71 is not None and (l71.eax or l71.edx) and (l70 is None or l70.eax < 1):
         raise _Located(where("cpuid", "leaves"), f"model '{name}': leaf 7.1 is set but 7.0:EAX < 1")
-    if avx10 and (0x24, 0) not in leaves:
+    # A profile whose max basic leaf reaches 0x24 must give it; one whose max
+    # leaf stops below 0x24 (a hypervisor's `level=` cap) is a legal trap: the
+    # AVX10 bit is set but its vector lengths are unreadable.
+    if avx10 and l0.eax >= 0x24 and (0x24, 0) not in leaves:
         raise _Located(
             where("cpuid", "leaves"), f"model '{name}': AVX10 enumerated but leaf 0x24 is missing"
         )
