@@ -176,7 +176,6 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
     tmp = tmp_path_factory.mktemp("build")
     src = tmp / "tree"
     shutil.copytree(ROOT, src, ignore=_COPY_IGNORE, symlinks=True)
-    shutil.rmtree(src / "tests")  # not read by the build; keeps the copy honest
     out = tmp / "dist"
     r = _run([sys.executable, "-m", "build", "--outdir", str(out), str(src)], env=_clean_env())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -222,7 +221,14 @@ def test_sdist_carries_every_build_input(dists: Dists) -> None:
     assert missing == [], f"missing from the sdist: {missing}"
     products = sorted(n for n in names if n.endswith((".so", ".o", ".pyc")) or "/_bin/" in n)
     assert products == [], f"build products in the sdist: {products}"
-    assert not any(n.startswith(("tests/", "ci/", ".github/")) for n in names)
+    assert not any(n.startswith(("ci/", ".github/")) for n in names)
+    # the tests the wheel workflow runs against each installed wheel, with their data
+    cibw = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
+    used = set(re.findall(r"\{project\}/(tests/[\w/.]+\.py)", " ".join(cibw["test-command"])))
+    assert used and used <= names, sorted(used - names)
+    tree_tests = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts}  # fmt: skip
+    assert tree_tests <= names, sorted(tree_tests - names)
 
 
 def _wheel_metadata(wheel: Path) -> tuple[email.message.Message, list[zipfile.ZipInfo]]:
