@@ -43,12 +43,20 @@ from doubles.sdematrix_cli import ROOT, SHIPPED_MATRIX, ptrace_skip_reason, run_
 
 VERSION_FILE = ROOT / "src" / "sdematrix" / "_version.py"
 
-# Tree entries that are build products or repository machinery, never sources.
-_COPY_IGNORE = shutil.ignore_patterns(
-    ".git", "build", "dist", "*.egg-info", "__pycache__", "*.so", "*.o", "_bin", "_native.c",
-    ".pytest_cache", ".ruff_cache", ".hypothesis", ".benchmarks", "results*", "out", "wheelhouse",
-    "sde",
+# Build products and repository machinery: never sources.  The second set only
+# at the top of the tree (tests/data/results/ is test data, /results a run's).
+_IGNORE_ANYWHERE = shutil.ignore_patterns(
+    ".git", "*.egg-info", "__pycache__", "*.so", "*.o", "_bin", "_native.c",
+    ".pytest_cache", ".ruff_cache", ".hypothesis", ".benchmarks", "wheelhouse",
 )  # fmt: skip
+_IGNORE_TOP = shutil.ignore_patterns("build", "dist", "results*", "out", "sdematrix-results")
+
+
+def _copy_ignore(directory: str, names: list[str]) -> set[str]:
+    ignored = set(_IGNORE_ANYWHERE(directory, names))
+    if Path(directory) == ROOT:
+        ignored |= set(_IGNORE_TOP(directory, names))
+    return ignored
 
 
 def _version_constant() -> str:
@@ -175,7 +183,7 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
     """`python -m build` on a copy of the tree: the sdist, then the wheel from it."""
     tmp = tmp_path_factory.mktemp("build")
     src = tmp / "tree"
-    shutil.copytree(ROOT, src, ignore=_COPY_IGNORE, symlinks=True)
+    shutil.copytree(ROOT, src, ignore=_copy_ignore, symlinks=True)
     out = tmp / "dist"
     r = _run([sys.executable, "-m", "build", "--outdir", str(out), str(src)], env=_clean_env())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
