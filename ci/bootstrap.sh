@@ -20,4 +20,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 # Debian's own python3 refuses system-wide pip installs (PEP 668) unless told.
+# setuptools >= 77 and cffi in the interpreter itself: `python3 setup.py
+# build_ext --inplace` (the in-place developer build) reads pyproject.toml's
+# PEP 639 licence fields with the installed setuptools, not an isolated one.
+PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q "setuptools>=77" "cffi>=1.16"
 PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q -e ".[test]"

@@ -233,3 +233,28 @@ def test_sigterm_removes_every_container(project_image: str, tmp_path: Path) -> 
     assert "interrupted" in text
     left = _labelled()
     assert not left, f"left behind: {[c.name for c in left]}"
+
+
+@engine
+@docker_group
+def test_runtime_image_is_slim_and_needs_no_compiler(project_image: str) -> None:
+    """The runtime stage has no C compiler, stays within 400 MB, and the QEMU
+    backend still gets its plugin (built in the build stage) when the
+    container runs as an arbitrary uid, as `sdematrix docker run` does."""
+    assert CLIENT is not None
+    size = CLIENT.images.get(project_image).attrs["Size"]
+    assert size <= 400 * 10**6, f"{project_image} is {size / 1e6:.0f} MB"
+    probe = (
+        "for c in cc gcc c99 clang tcc; do command -v $c && exit 3; done; "
+        "python -c 'from sdematrix.qemu_plugin import build_plugin; print(build_plugin())'"
+    )
+    p = _run(["docker", "run", "--rm", "--user", "4321:4321", "-e", "HOME=/tmp",
+              "--entrypoint", "sh", project_image, "-c", probe], 120)  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.startswith("/var/cache/xdg/sdematrix/qemu-mix-plugin-"), p.stdout
+    # a real qemu-backend run of one model in that container
+    r = _run(["docker", "run", "--rm", "--user", "4321:4321", "-e", "HOME=/tmp", project_image,
+              "run", "--cpu", "snb", "--backend", "qemu", "--jobs", "2", "--out", "/tmp/q"], 600)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "0 failed, 0 errors, 0 skipped" in r.stdout, r.stdout
+    print(f"{project_image}: {size / 1e6:.0f} MB")

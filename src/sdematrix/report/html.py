@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from html import escape
 from pathlib import Path
 
+from .._version import __version__
 from ..mix import Mix
 from ..models import PATHS
 from .charts import (
@@ -681,6 +682,7 @@ def render_html(res: RunResults) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta name="generator" content="sdematrix {_e(__version__)}">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>"
         + _header(res)
         + _heatmap(res)
@@ -691,7 +693,8 @@ def render_html(res: RunResults) -> str:
         + details
         + warn_html
         + f'<footer>Generated from <span class="mono">{_e(res.directory)}</span> by '
-        "sdematrix.report (self-contained: no scripts, no external resources).</footer>"
+        f"sdematrix.report {_e(__version__)} (self-contained: no scripts, no external "
+        "resources).</footer>"
         + "</main></body></html>\n"
     )
 
