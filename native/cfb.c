@@ -36,8 +36,9 @@ struct vc_cfb_stream {
     const vc_cfb_key *k;
     const vc_tier *t;
     int dir;
-    unsigned num;                 /* CFB128: bytes of the open segment done */
+    unsigned num;                 /* CFB128: bytes of the open segment done, 0..15 */
     int ended;                    /* CFB1: a partial byte closed the stream */
+    vc_busy busy;                 /* streams: set while a call runs */
 };
 
 static int mode_for_segment(int segment_bits)
@@ -105,10 +106,17 @@ int vc_cfb_key_path(const vc_cfb_key *k, int dir)
 static void stream_init(vc_cfb_stream *s, const vc_cfb_key *k, int dir, const uint8_t iv[16])
 {
     memset(s, 0, sizeof *s);
+    atomic_flag_clear(&s->busy); /* the portable way to say "free" */
     memcpy(s->fb, iv, 16);
     s->k = k;
     s->t = k->tier[dir];
     s->dir = dir;
+}
+
+/* Bytes of in/out for a length argument (CFB1 counts bits). */
+static size_t byte_len(const vc_cfb_key *k, size_t len)
+{
+    return k->mode == VC_MODE_CFB1 ? len / 8 + (len % 8 != 0) : len;
 }
 
 /* The engine behind one-shot calls and streams.  in == out is allowed. */
@@ -133,17 +141,24 @@ static void stream_run(vc_cfb_stream *s, const uint8_t *in, uint8_t *out, size_t
         break;
     }
 
-    /* CFB128: finish the open segment byte by byte ... */
-    while (s->num && len) {
-        uint8_t x = *in++;
-        uint8_t y = x ^ s->ks[s->num];
-        *out++ = y;
-        s->cbuf[s->num++] = enc ? y : x; /* feedback is always ciphertext */
-        len--;
-        if (s->num == 16) {
-            memcpy(s->fb, s->cbuf, 16);
-            s->num = 0;
+    /* CFB128: finish the open segment byte by byte ...  The index is read
+     * once and masked to 0..15, its range between calls: the stream's busy
+     * flag refuses a second thread, and even a race it missed (or a corrupt
+     * struct) cannot index ks[] / cbuf[] past their 16 bytes. */
+    unsigned num = s->num & 15u;
+    if (num && len) {
+        while (num < 16 && len) {
+            uint8_t x = *in++;
+            uint8_t y = x ^ s->ks[num];
+            *out++ = y;
+            s->cbuf[num++] = enc ? y : x; /* feedback is always ciphertext */
+            len--;
         }
+        if (num == 16) {
+            memcpy(s->fb, s->cbuf, 16);
+            num = 0;
+        }
+        s->num = num;
     }
     /* ... whole segments in the tier (it leaves the last C in fb) ... */
     size_t full = len & ~(size_t)15;
@@ -175,6 +190,8 @@ static int one_shot(const vc_cfb_key *k, int dir, const uint8_t iv[16], const ui
         return VC_ERR_ARGUMENT;
     if (k->status[dir] != VC_OK)
         return k->status[dir];
+    if (vc_overlap_partial(in, out, byte_len(k, len)))
+        return VC_ERR_OVERLAP;
     vc_cfb_stream s;
     stream_init(&s, k, dir, iv);
     stream_run(&s, in, out, len);
@@ -222,8 +239,16 @@ int vc_cfb_stream_update(vc_cfb_stream *s, const uint8_t *in, uint8_t *out, size
         return VC_ERR_ARGUMENT;
     if ((!in || !out) && len)
         return VC_ERR_ARGUMENT;
-    if (s->ended)
+    if (vc_overlap_partial(in, out, byte_len(s->k, len)))
+        return VC_ERR_OVERLAP;
+    /* one caller at a time: a concurrent call is refused, changes nothing */
+    if (!vc_busy_enter(&s->busy))
         return VC_ERR_STATE;
-    stream_run(s, in, out, len);
-    return VC_OK;
+    int st = VC_ERR_STATE;
+    if (!s->ended) {
+        stream_run(s, in, out, len);
+        st = VC_OK;
+    }
+    vc_busy_leave(&s->busy);
+    return st;
 }

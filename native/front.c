@@ -92,10 +92,12 @@ const char *vc_status_message(int status)
     case VC_ERR_INELIGIBLE: return "code path not available for this mode";
     case VC_ERR_AUTH: return "authentication tag mismatch";
     case VC_ERR_DATA_LENGTH: return "data or AAD longer than SP 800-38D allows";
-    case VC_ERR_STATE: return "streaming call out of order";
+    case VC_ERR_STATE: return "streaming call out of order, or the stream is in use by another thread";
     case VC_ERR_NOMEM: return "out of memory";
     case VC_ERR_ARGUMENT: return "invalid argument";
     case VC_ERR_CPU_MASK: return "VAESCRYPT_CPU_MASK is invalid";
+    case VC_ERR_OVERLAP:
+        return "input and output buffers overlap partially (only exact in-place is allowed)";
     default: return "unknown status";
     }
 }

@@ -45,12 +45,23 @@ typedef struct gcm_ctx {
     const vc_tier *t;
     int dir;
     int phase;
-    unsigned nbuf;
+    unsigned nbuf;                /* bytes live in buf: 0..15 between calls */
     uint64_t aad_len, data_len;
 } gcm_ctx;
 
+/* nbuf as an index: read once into a local, masked to 0..15 (its range
+ * between calls, so the mask changes nothing while the stream is used
+ * correctly).  The stream's busy flag already refuses a second thread; the
+ * mask makes sure that even a race the flag missed, or a corrupted struct,
+ * cannot index buf[] or ks[] past their 16 bytes. */
+static inline unsigned nbuf_get(const gcm_ctx *c)
+{
+    return c->nbuf & 15u;
+}
+
 struct vc_gcm_stream {
     gcm_ctx c;
+    vc_busy busy; /* set while a call runs: see vc_busy_enter */
 };
 
 static int tag_len_ok(size_t n)
@@ -212,14 +223,17 @@ static int ctx_aad(gcm_ctx *c, const uint8_t *aad, size_t len)
     if ((uint64_t)len > VC_GCM_MAX_AAD - c->aad_len)
         return VC_ERR_DATA_LENGTH;
     c->aad_len += len;
-    if (c->nbuf) { /* top up the pending partial block first */
-        size_t n = 16 - c->nbuf < len ? 16 - c->nbuf : len;
-        memcpy(c->buf + c->nbuf, aad, n);
-        c->nbuf += (unsigned)n;
+    unsigned nb = nbuf_get(c);
+    if (nb) { /* top up the pending partial block first */
+        size_t n = 16 - nb < len ? 16 - nb : len;
+        memcpy(c->buf + nb, aad, n);
+        nb += (unsigned)n;
         aad += n;
         len -= n;
-        if (c->nbuf < 16)
+        if (nb < 16) {
+            c->nbuf = nb;
             return VC_OK;
+        }
         c->t->ghash(c->gh, c->X, c->buf, 16);
         c->nbuf = 0;
     }
@@ -238,8 +252,9 @@ static void ctx_start_data(gcm_ctx *c)
 {
     if (c->phase != PHASE_AAD)
         return;
-    if (c->nbuf) {
-        memset(c->buf + c->nbuf, 0, 16 - c->nbuf);
+    const unsigned nb = nbuf_get(c);
+    if (nb) {
+        memset(c->buf + nb, 0, 16 - nb);
         c->t->ghash(c->gh, c->X, c->buf, 16);
         c->nbuf = 0;
     }
@@ -285,16 +300,20 @@ static int ctx_update(gcm_ctx *c, const uint8_t *in, uint8_t *out, size_t len)
     c->data_len += len;
 
     const int enc = c->dir == VC_DIR_ENCRYPT;
-    while (c->nbuf && len) {
-        uint8_t x = *in++;
-        uint8_t y = x ^ c->ks[c->nbuf];
-        *out++ = y;
-        c->buf[c->nbuf++] = enc ? y : x; /* GHASH always eats ciphertext */
-        len--;
-        if (c->nbuf == 16) {
-            c->t->ghash(c->gh, c->X, c->buf, 16);
-            c->nbuf = 0;
+    unsigned nb = nbuf_get(c); /* the index lives in a register, 0..15 */
+    if (nb && len) {
+        while (nb < 16 && len) {
+            uint8_t x = *in++;
+            uint8_t y = x ^ c->ks[nb];
+            *out++ = y;
+            c->buf[nb++] = enc ? y : x; /* GHASH always eats ciphertext */
+            len--;
         }
+        if (nb == 16) {
+            c->t->ghash(c->gh, c->X, c->buf, 16);
+            nb = 0;
+        }
+        c->nbuf = nb;
     }
     size_t full = len & ~(size_t)15;
     if (full) {
@@ -321,8 +340,9 @@ static int ctx_update(gcm_ctx *c, const uint8_t *in, uint8_t *out, size_t len)
 static void ctx_tag(gcm_ctx *c, uint8_t full_tag[16])
 {
     ctx_start_data(c);
-    if (c->nbuf) {
-        memset(c->buf + c->nbuf, 0, 16 - c->nbuf);
+    const unsigned nb = nbuf_get(c);
+    if (nb) {
+        memset(c->buf + nb, 0, 16 - nb);
         c->t->ghash(c->gh, c->X, c->buf, 16);
         c->nbuf = 0;
     }
@@ -445,6 +465,8 @@ static int one_shot(const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_l
         return VC_ERR_TAG_LENGTH;
     if ((uint64_t)len > VC_GCM_MAX_DATA || (uint64_t)aad_len > VC_GCM_MAX_AAD)
         return VC_ERR_DATA_LENGTH;
+    if (vc_overlap_partial(in, out, len))
+        return VC_ERR_OVERLAP;
 
     /* The common case on the wide tiers, a 12-byte IV and a short message:
      * J0 needs no GHASH, its counter field is 1 (no 2^32 wrap within a
@@ -512,6 +534,7 @@ int vc_gcm_stream_new(vc_gcm_stream **out, const vc_gcm_key *k, int dir, const u
         return VC_ERR_NOMEM;
     }
     s->c = c;
+    atomic_flag_clear(&s->busy);
     ctx_wipe(&c);
     *out = s;
     return VC_OK;
@@ -522,35 +545,58 @@ void vc_gcm_stream_free(vc_gcm_stream *s)
     vc_front_free(s, sizeof *s);
 }
 
+/* Each stream call runs under the stream's busy flag: a call that finds it
+ * set (another thread is inside) is refused with VC_ERR_STATE and touches
+ * nothing. */
 int vc_gcm_stream_aad(vc_gcm_stream *s, const uint8_t *aad, size_t len)
 {
     if (!s)
         return VC_ERR_ARGUMENT;
-    return ctx_aad(&s->c, aad, len);
+    if (!vc_busy_enter(&s->busy))
+        return VC_ERR_STATE;
+    const int st = ctx_aad(&s->c, aad, len);
+    vc_busy_leave(&s->busy);
+    return st;
 }
 
 int vc_gcm_stream_update(vc_gcm_stream *s, const uint8_t *in, uint8_t *out, size_t len)
 {
     if (!s)
         return VC_ERR_ARGUMENT;
-    return ctx_update(&s->c, in, out, len);
+    if (vc_overlap_partial(in, out, len))
+        return VC_ERR_OVERLAP;
+    if (!vc_busy_enter(&s->busy))
+        return VC_ERR_STATE;
+    const int st = ctx_update(&s->c, in, out, len);
+    vc_busy_leave(&s->busy);
+    return st;
 }
 
+/* The tag ends the stream: E_K(J0), the GHASH accumulator, the counter and
+ * the partial block are wiped now, not when the stream is freed (which may be
+ * much later, or never in a long-lived process that leaks it).  phase stays
+ * PHASE_DONE, so every later call is VC_ERR_STATE. */
 int vc_gcm_stream_finish(vc_gcm_stream *s, uint8_t *tag, size_t tag_len)
 {
     uint8_t full[16];
     if (!s || !tag)
         return VC_ERR_ARGUMENT;
-    if (s->c.phase == PHASE_DONE)
+    if (!vc_busy_enter(&s->busy))
         return VC_ERR_STATE;
-    if (!tag_len_ok(tag_len))
-        return VC_ERR_TAG_LENGTH;
-    ctx_tag(&s->c, full);
     int st = VC_OK;
-    if (s->c.dir == VC_DIR_ENCRYPT)
-        memcpy(tag, full, tag_len);
-    else if (!vc_ct_memeq(full, tag, tag_len))
-        st = VC_ERR_AUTH;
-    vc_secure_zero(full, sizeof full);
+    if (s->c.phase == PHASE_DONE) {
+        st = VC_ERR_STATE;
+    } else if (!tag_len_ok(tag_len)) {
+        st = VC_ERR_TAG_LENGTH;
+    } else {
+        ctx_tag(&s->c, full);
+        ctx_wipe(&s->c);
+        if (s->c.dir == VC_DIR_ENCRYPT)
+            memcpy(tag, full, tag_len);
+        else if (!vc_ct_memeq(full, tag, tag_len))
+            st = VC_ERR_AUTH;
+        vc_secure_zero(full, sizeof full);
+    }
+    vc_busy_leave(&s->busy);
     return st;
 }

@@ -2,8 +2,10 @@
 
 vaescrypt._native is rebuilt with VAESCRYPT_SANITIZE=1 into a temporary
 directory (tests/hardening/sanitized_build.py) and a child pytest runs the NIST
-vector, differential, authentication and C-API fast-path tests
-(tests/test_vaescrypt_cavp.py, _differential.py, _auth.py, _fastcall.py) against it with gcc's libasan preloaded,
+vector, differential, authentication, C-API fast-path and stream-safety tests
+(tests/test_vaescrypt_cavp.py, _differential.py, _auth.py, _fastcall.py,
+_stream_safety.py: two threads on one stream, re-keyed owners, overlapping
+buffers) against it with gcc's libasan preloaded,
 PYTHONMALLOC=malloc (so ASan knows the bounds of every Python buffer),
 ASAN_OPTIONS=detect_leaks=0 (the interpreter leaks by design) and
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1.  Any sanitizer report fails
@@ -29,9 +31,12 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 # The NIST vectors, the differential tests and the authentication tests
 # drive the library; the _fastcall tests drive the CPython extension's own C
-# (key references, the one-shot entry points, the C methods).
+# (key references, the one-shot entry points, the C methods); the
+# stream-safety tests race two threads on one stream and re-key a stream's
+# owner (a heap overflow / use-after-free before issue 13's fixes).
 LIBRARY_TESTS = ["tests/test_vaescrypt_cavp.py", "tests/test_vaescrypt_differential.py",
-                 "tests/test_vaescrypt_auth.py", "tests/test_vaescrypt_fastcall.py"]
+                 "tests/test_vaescrypt_auth.py", "tests/test_vaescrypt_fastcall.py",
+                 "tests/test_vaescrypt_stream_safety.py"]
 REPORT = re.compile(r"ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer"
                     r"|UndefinedBehaviorSanitizer")
 

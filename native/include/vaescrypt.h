@@ -26,10 +26,12 @@ typedef enum vc_status {
     VC_ERR_INELIGIBLE = -5,    /* path not allowed for this mode              */
     VC_ERR_AUTH = -6,          /* GCM tag mismatch; no plaintext released     */
     VC_ERR_DATA_LENGTH = -7,   /* over the SP 800-38D limits                  */
-    VC_ERR_STATE = -8,         /* streaming call out of order                 */
+    VC_ERR_STATE = -8,         /* streaming call out of order, or a stream
+                                  used by two threads at once (refused)       */
     VC_ERR_NOMEM = -9,
     VC_ERR_ARGUMENT = -10,     /* bad mode/direction/segment size, NULL ptr   */
-    VC_ERR_CPU_MASK = -11      /* VAESCRYPT_CPU_MASK is invalid               */
+    VC_ERR_CPU_MASK = -11,     /* VAESCRYPT_CPU_MASK is invalid               */
+    VC_ERR_OVERLAP = -12       /* in and out overlap, but not exactly         */
 } vc_status;
 
 const char *vc_status_message(int status);
@@ -50,7 +52,9 @@ void vc_gcm_key_free(vc_gcm_key *k);
 /* The path the key uses for a direction. */
 int vc_gcm_key_path(const vc_gcm_key *k, int dir);
 
-/* out gets len bytes of ciphertext; tag gets tag_len bytes. in == out allowed. */
+/* out gets len bytes of ciphertext; tag gets tag_len bytes.  in == out
+ * allowed; any other overlap of in and out is VC_ERR_OVERLAP (everywhere in
+ * this header, GCM and CFB, one-shot and streaming). */
 int vc_gcm_encrypt(const vc_gcm_key *k, const uint8_t *iv, size_t iv_len,
                    const uint8_t *aad, size_t aad_len, const uint8_t *in,
                    uint8_t *out, size_t len, uint8_t *tag, size_t tag_len);
@@ -61,7 +65,11 @@ int vc_gcm_decrypt(const vc_gcm_key *k, const uint8_t *iv, size_t iv_len,
 
 /* Streaming: new -> aad* -> update* -> finish.  AAD must come before data.
  * The stream copies what it needs from the key but borrows it: keep the key
- * alive until the stream is freed. */
+ * alive until the stream is freed.  A stream is for one caller at a time:
+ * a call made while another call on the same stream is running (another
+ * thread) is refused with VC_ERR_STATE and changes nothing.  finish wipes
+ * the stream's secret state (E_K(J0), the GHASH accumulator, the counter,
+ * the partial block). */
 int vc_gcm_stream_new(vc_gcm_stream **out, const vc_gcm_key *k, int dir,
                       const uint8_t *iv, size_t iv_len);
 void vc_gcm_stream_free(vc_gcm_stream *s);
@@ -89,6 +97,7 @@ int vc_cfb_encrypt(const vc_cfb_key *k, const uint8_t iv[16], const uint8_t *in,
 int vc_cfb_decrypt(const vc_cfb_key *k, const uint8_t iv[16], const uint8_t *in,
                    uint8_t *out, size_t len);
 
+/* Streams: one caller at a time, as for GCM (VC_ERR_STATE otherwise). */
 int vc_cfb_stream_new(vc_cfb_stream **out, const vc_cfb_key *k, int dir,
                       const uint8_t iv[16]);
 void vc_cfb_stream_free(vc_cfb_stream *s);

@@ -21,6 +21,7 @@ from vaescrypt._dispatch import (
     selected,
 )
 from vaescrypt._errors import (
+    ConcurrentUseError,
     CpuMaskError,
     InvalidTag,
     StreamStateError,
@@ -43,6 +44,7 @@ __all__ = [
     "MODES",
     "PATHS",
     "CfbStream",
+    "ConcurrentUseError",
     "CpuInfo",
     "CpuMaskError",
     "GcmDecryptor",

@@ -99,7 +99,8 @@ typedef enum vc_status {
     VC_ERR_STATE = -8,
     VC_ERR_NOMEM = -9,
     VC_ERR_ARGUMENT = -10,
-    VC_ERR_CPU_MASK = -11
+    VC_ERR_CPU_MASK = -11,
+    VC_ERR_OVERLAP = -12
 } vc_status;
 
 const char *vc_status_message(int status);

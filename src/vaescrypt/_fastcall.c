@@ -274,8 +274,18 @@ static PyObject *keyref_addr(PyObject *o, void *closure)
     return PyLong_FromVoidPtr(((KeyRef *)o)->key);
 }
 
+/* The parameter the key was made with, so that a caller holding the KeyRef
+ * (a stream, a Python method) uses the key's own tag length / segment size,
+ * never a value read separately from an owner that may have been re-keyed. */
+static PyObject *keyref_param(PyObject *o, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLong(((KeyRef *)o)->param);
+}
+
 static PyGetSetDef keyref_getset[] = {
     {"addr", keyref_addr, NULL, "address of the native key (an int)", NULL},
+    {"param", keyref_param, NULL, "GCM: the tag length; CFB: the segment size in bits", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -470,6 +480,10 @@ static PyObject *fm_try(FastMethod *m, PyObject *const *args)
     for (Py_ssize_t i = 1; i < fm_ops[m->op].nargs; i++)
         if (!byteslike(args[i]) && !(gcm_op && i >= 2 && args[i] == Py_None))
             return NULL;
+    /* A new reference, held until the call has returned: re-running the
+     * owner's __init__ (or replacing its _ref) from another thread while the
+     * GIL is released below drops only the owner's reference, and the key
+     * this call uses is freed after it, never under it. */
     PyObject *ref = PyObject_GetAttr(args[0], str_ref);
     if (ref == NULL) {
         PyErr_Clear(); /* not one of ours: let the Python method say so */

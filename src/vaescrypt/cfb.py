@@ -6,7 +6,7 @@ from typing import Any
 
 from vaescrypt import _fastcall
 from vaescrypt._buffers import as_view, cbuf, writable_view
-from vaescrypt._errors import StreamStateError, raise_for_status
+from vaescrypt._errors import StreamStateError, raise_for_status, raise_for_stream_status
 from vaescrypt._key import bind, make_key
 from vaescrypt._names import dir_id, path_name
 from vaescrypt._native import ffi, lib
@@ -30,6 +30,22 @@ def _check_segment_size(segment_size: object) -> None:
         raise TypeError("segment_size must be an int")
     if segment_size not in SEGMENT_SIZES:
         raise ValueError(f"segment_size must be 128, 8 or 1, got {segment_size}")
+
+
+def _length(segment_size: int, view: memoryview, bits: int | None) -> tuple[int, int]:
+    """(length argument for C, output bytes) for data under a key of this
+    segment size."""
+    if segment_size != 1:
+        if bits is not None:
+            raise TypeError("bits= is only for segment_size=1")
+        return len(view), len(view)
+    if bits is None:
+        bits = 8 * len(view)
+    if not isinstance(bits, int) or isinstance(bits, bool):
+        raise TypeError("bits must be an int")
+    if bits < 0 or bits > 8 * len(view):
+        raise ValueError(f"bits must be 0..{8 * len(view)} for {len(view)} bytes, got {bits}")
+    return bits, (bits + 7) // 8
 
 
 def _check_iv(iv: object) -> memoryview:
@@ -58,8 +74,10 @@ class AESCFB:
 
     @property
     def _key(self) -> Any:
-        """The key as a cffi pointer, for the calls that go through cffi
-        (the general methods, streams, path()).  Borrowed: self owns it."""
+        """The key as a cffi pointer.  Borrowed, and only valid while
+        self._ref is this key's KeyRef: every call in this module that passes
+        a key to C holds the KeyRef in a local (or a stream) instead, because
+        cffi releases the GIL and another thread may re-run __init__."""
         return ffi.cast(_KEY_P, self._ref.addr)
 
     @property
@@ -67,30 +85,21 @@ class AESCFB:
         return self._segment_size
 
     def path(self, direction: str) -> str:
-        code = lib.vc_cfb_key_path(self._key, dir_id(direction))
+        ref = self._ref  # held across the call: see _key
+        code = lib.vc_cfb_key_path(ffi.cast(_KEY_P, ref.addr), dir_id(direction))
         raise_for_status(min(code, 0), f"AESCFB {direction}")
         return path_name(code)
 
-    def _length(self, view: memoryview, bits: int | None) -> tuple[int, int]:
-        """(length argument for C, output bytes)."""
-        if self._segment_size != 1:
-            if bits is not None:
-                raise TypeError("bits= is only for segment_size=1")
-            return len(view), len(view)
-        if bits is None:
-            bits = 8 * len(view)
-        if not isinstance(bits, int) or isinstance(bits, bool):
-            raise TypeError("bits must be an int")
-        if bits < 0 or bits > 8 * len(view):
-            raise ValueError(f"bits must be 0..{8 * len(view)} for {len(view)} bytes, got {bits}")
-        return bits, (bits + 7) // 8
-
     def _one_shot(self, fn: Any, iv: object, data: object, bits: int | None) -> bytes:
+        # The KeyRef is held for the whole call (cffi releases the GIL; a
+        # re-keyed owner must not free the key under it), and the length
+        # unit (bytes, or bits for CFB1) comes from that same key.
+        ref = self._ref
         ivv = _check_iv(iv)
         dv = as_view("data", data)
-        clen, nout = self._length(dv, bits)
+        clen, nout = _length(ref.param, dv, bits)
         sc = take(nout)
-        st = fn(self._key, cbuf(ivv), cbuf(dv), sc[U8], clen)
+        st = fn(ffi.cast(_KEY_P, ref.addr), cbuf(ivv), cbuf(dv), sc[U8], clen)
         return result(sc, st, nout, "AESCFB")
 
     # encrypt / decrypt: complete Python methods (views, CFB1 and bits=, every
@@ -124,21 +133,29 @@ class AESCFB:
 
 class CfbStream:
     """Streaming CFB in one direction.  CFB128/CFB8: any chunk sizes.  CFB1:
-    whole bytes, except that a final chunk may carry a partial byte (bits=)."""
+    whole bytes, except that a final chunk may carry a partial byte (bits=).
+
+    The C stream borrows its key, so the stream holds the key's KeyRef itself
+    (not the AESCFB, whose key may be replaced while the stream lives) and
+    takes the segment size from it.  One thread at a time: a call made while
+    another thread is inside the stream raises ConcurrentUseError."""
 
     def __init__(self, owner: AESCFB, direction: int, iv: object) -> None:
         ivv = _check_iv(iv)
-        self._owner = owner  # the stream borrows the C key
+        self._ref = ref = owner._ref
+        self._segment_size: int = ref.param
         out = ffi.new("vc_cfb_stream **")
         raise_for_status(
-            lib.vc_cfb_stream_new(out, owner._key, direction, cbuf(ivv)), "AESCFB stream"
+            lib.vc_cfb_stream_new(out, ffi.cast(_KEY_P, ref.addr), direction, cbuf(ivv)),
+            "AESCFB stream",
         )
         self._s: Any = ffi.gc(out[0], lib.vc_cfb_stream_free)
         self._done = False
+        self._ended = False  # CFB1: a partial byte ended the stream (C refuses more)
 
     def update(self, data: bytes | bytearray | memoryview, bits: int | None = None) -> bytes:
         dv = as_view("data", data)
-        _, nout = self._owner._length(dv, bits)
+        _, nout = _length(self._segment_size, dv, bits)
         out = bytearray(nout)
         self.update_into(dv, out, bits)
         return bytes(out)
@@ -149,16 +166,20 @@ class CfbStream:
         buf: bytearray | memoryview,
         bits: int | None = None,
     ) -> int:
-        """Process data into buf (which may be data itself); returns bytes written."""
+        """Process data into buf; returns bytes written.  buf may be data
+        itself (the same bytes), but not partly overlap it (ValueError)."""
         if self._done:
             raise StreamStateError("CFB stream already finalized")
         dv = as_view("data", data)
-        clen, nout = self._owner._length(dv, bits)
+        clen, nout = _length(self._segment_size, dv, bits)
         o = writable_view("buf", buf, nout)
         st = lib.vc_cfb_stream_update(
             self._s, cbuf(dv), ffi.from_buffer("uint8_t[]", o, require_writable=True), clen
         )
-        raise_for_status(st, "CFB update")
+        if st:
+            raise_for_stream_status(st, "CFB update", not self._ended)
+        if bits is not None and bits % 8:
+            self._ended = True
         return nout
 
     def finalize(self) -> bytes:

@@ -6,7 +6,12 @@ from typing import Any
 
 from vaescrypt import _fastcall
 from vaescrypt._buffers import as_view, cbuf, writable_view
-from vaescrypt._errors import InvalidTag, StreamStateError, raise_for_status
+from vaescrypt._errors import (
+    InvalidTag,
+    StreamStateError,
+    raise_for_status,
+    raise_for_stream_status,
+)
 from vaescrypt._key import bind, make_key
 from vaescrypt._names import path_name
 from vaescrypt._native import ffi, lib
@@ -57,8 +62,10 @@ class AESGCM:
 
     @property
     def _key(self) -> Any:
-        """The key as a cffi pointer, for the calls that go through cffi
-        (the general methods, streams, path()).  Borrowed: self owns it."""
+        """The key as a cffi pointer.  Borrowed, and only valid while
+        self._ref is this key's KeyRef: every call in this module that passes
+        a key to C holds the KeyRef in a local (or a stream) instead, because
+        cffi releases the GIL and another thread may re-run __init__."""
         return _cast(_KEY_P, self._ref.addr)
 
     @property
@@ -69,7 +76,8 @@ class AESGCM:
         """The code path this key uses for "encrypt" or "decrypt"."""
         from vaescrypt._names import dir_id
 
-        code = lib.vc_gcm_key_path(self._key, dir_id(direction))
+        ref = self._ref  # held across the call: see _key
+        code = lib.vc_gcm_key_path(_cast(_KEY_P, ref.addr), dir_id(direction))
         raise_for_status(min(code, 0), f"AESGCM {direction}")
         return path_name(code)
 
@@ -87,12 +95,17 @@ class AESGCM:
         nv = _check_nonce(nonce)
         dv = as_view("data", data, allow_none=True)
         av = as_view("associated_data", associated_data, allow_none=True)
+        # The KeyRef is held (and the tag length read from it) for the whole
+        # call: cffi releases the GIL, and a re-keyed owner must not free the
+        # key under the call or change the tag length between two reads.
+        ref = self._ref
+        tl = ref.param
         n = len(dv)
-        total = n + self._tag_length
+        total = n + tl
         sc = take(total)
         st = _gcm_encrypt(
-            self._key, cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv), sc[U8], n, at(sc, n),
-            self._tag_length,
+            _cast(_KEY_P, ref.addr), cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv), sc[U8], n,
+            at(sc, n), tl,
         )
         return result(sc, st, total, "AESGCM.encrypt")
 
@@ -104,16 +117,18 @@ class AESGCM:
     ) -> bytes:
         """Plaintext of ciphertext || tag; InvalidTag (and nothing else) on forgery."""
         # Data shorter than the tag is refused before the nonce is looked at.
+        ref = self._ref  # held for the call, tag length from it: see encrypt
+        tl = ref.param
         dv = as_view("data", data)
-        if len(dv) < self._tag_length:
+        if len(dv) < tl:
             raise InvalidTag("AESGCM.decrypt: data shorter than the tag")
         nv = _check_nonce(nonce)
         av = as_view("associated_data", associated_data, allow_none=True)
-        n = len(dv) - self._tag_length
+        n = len(dv) - tl
         sc = take(n)
         st = _gcm_decrypt(
-            self._key, cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv[:n]), sc[U8], n,
-            cbuf(dv[n:]), self._tag_length,
+            _cast(_KEY_P, ref.addr), cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv[:n]), sc[U8],
+            n, cbuf(dv[n:]), tl,
         )
         return result(sc, st, n, "AESGCM.decrypt")
 
@@ -136,18 +151,26 @@ class AESGCM:
 
 
 class _GcmStream:
+    """One message.  The C stream borrows its key, so the stream holds the
+    key's KeyRef itself -- not the AESGCM, whose key may be replaced (its
+    __init__ run again) while the stream lives -- and takes the tag length
+    from it.  One thread at a time: a call made while another thread is
+    inside the stream raises ConcurrentUseError (the C library's busy flag)."""
+
     _DIR = 0
 
     def __init__(self, owner: AESGCM, nonce: object, aad: object) -> None:
         nv = _check_nonce(nonce)
-        self._owner = owner  # keeps the C key alive: the stream borrows it
+        self._ref = ref = owner._ref
+        self._tag_length: int = ref.param
         out = ffi.new("vc_gcm_stream **")
         raise_for_status(
-            lib.vc_gcm_stream_new(out, owner._key, self._DIR, cbuf(nv), len(nv)),
+            lib.vc_gcm_stream_new(out, _cast(_KEY_P, ref.addr), self._DIR, cbuf(nv), len(nv)),
             type(self).__name__,
         )
         self._s: Any = ffi.gc(out[0], lib.vc_gcm_stream_free)
         self._done = False
+        self._data = False  # update_into succeeded once: AAD is closed
         if aad is not None:
             self.update_aad(aad)  # type: ignore[arg-type]
 
@@ -159,7 +182,8 @@ class _GcmStream:
         """More associated data; only before the first update()."""
         self._check_open()
         v = as_view("associated_data", data)
-        raise_for_status(lib.vc_gcm_stream_aad(self._s, cbuf(v), len(v)), "update_aad")
+        raise_for_stream_status(lib.vc_gcm_stream_aad(self._s, cbuf(v), len(v)), "update_aad",
+                                not self._data)
 
     def update(self, data: bytes | bytearray | memoryview) -> bytes:
         v = as_view("data", data)
@@ -168,14 +192,17 @@ class _GcmStream:
         return bytes(out)
 
     def update_into(self, data: bytes | bytearray | memoryview, buf: bytearray | memoryview) -> int:
-        """Process data into buf (which may be data itself); returns len(data)."""
+        """Process data into buf; returns len(data).  buf may be data itself
+        (the same bytes), but not partly overlap it (ValueError)."""
         self._check_open()
         v = as_view("data", data)
         o = writable_view("buf", buf, len(v))
         st = lib.vc_gcm_stream_update(
             self._s, cbuf(v), ffi.from_buffer("uint8_t[]", o, require_writable=True), len(v)
         )
-        raise_for_status(st, "update")
+        if st:
+            raise_for_stream_status(st, "update", True)  # not _done: checked above
+        self._data = True
         return len(v)
 
 
@@ -190,12 +217,12 @@ class GcmEncryptor(_GcmStream):
 
     def finalize(self) -> bytes:
         self._check_open()
-        tag = bytearray(self._owner.tag_length)
-        raise_for_status(
+        tag = bytearray(self._tag_length)
+        raise_for_stream_status(
             lib.vc_gcm_stream_finish(
                 self._s, ffi.from_buffer("uint8_t[]", tag, require_writable=True), len(tag)
             ),
-            "finalize",
+            "finalize", True,
         )
         self._done = True
         self._tag = bytes(tag)
@@ -217,11 +244,13 @@ class GcmDecryptor(_GcmStream):
     def finalize(self, tag: bytes | bytearray | memoryview) -> bytes:
         self._check_open()
         tv = as_view("tag", tag)
-        if len(tv) != self._owner.tag_length:
+        if len(tv) != self._tag_length:
             raise ValueError(
-                f"tag must be {self._owner.tag_length} bytes (the key's tag_length), got {len(tv)}"
+                f"tag must be {self._tag_length} bytes (the key's tag_length), got {len(tv)}"
             )
         st = lib.vc_gcm_stream_finish(self._s, cbuf(tv), len(tv))
+        if st == lib.VC_ERR_STATE:  # another thread is inside: still open
+            raise_for_stream_status(st, "finalize", True)
         self._done = True
         raise_for_status(st, "finalize")
         return b""
