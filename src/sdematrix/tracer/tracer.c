@@ -887,11 +887,62 @@ static void write_output(const char *path, int exit_kind, int exit_val)
         die("cannot write %s: %s", path, strerror(errno));
 }
 
+/* ---- host CPUID ------------------------------------------------------------------ */
+static uint64_t host_xcr0(void)
+{
+    unsigned a, b, c, d;
+    __cpuid(1, a, b, c, d);
+    if (!(c & (1u << 27))) /* no OSXSAVE: XGETBV would fault */
+        return 0;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static void print_leaf(uint32_t leaf, uint32_t sub)
+{
+    unsigned a, b, c, d;
+    __cpuid_count(leaf, sub, a, b, c, d);
+    if (sub && !(a | b | c | d))
+        return;
+    printf("cpuid %x %x %x %x %x %x\n", leaf, sub, a, b, c, d);
+}
+
+/* --host-profile: this CPU as a profile (every basic and extended leaf, the
+ * first 64 subleaves of subleaf-indexed ones, XCR0): running a program under
+ * it answers every CPUID as the host would. */
+static int print_host_profile(void)
+{
+    unsigned max_basic, max_ext, b, c, d;
+    __cpuid(0, max_basic, b, c, d);
+    __cpuid(0x80000000u, max_ext, b, c, d);
+    for (uint32_t l = 0; l <= max_basic && l < 0x100; l++)
+        for (uint32_t s = 0; s < (subleaf_indexed(l) ? 64u : 1u); s++)
+            print_leaf(l, s);
+    for (uint32_t l = 0x80000000u; l <= max_ext && l < 0x80000100u; l++)
+        for (uint32_t s = 0; s < (subleaf_indexed(l) ? 64u : 1u); s++)
+            print_leaf(l, s);
+    printf("xcr0 %" PRIx64 "\n", host_xcr0());
+    return 0;
+}
+
+/* --print-cpuid: what this process sees (leaves 0 and 1, XGETBV(0)) in the
+ * profile's format: the backend's self-test runs it under the tracer and
+ * compares with the profile it gave. */
+static int print_seen_cpuid(void)
+{
+    print_leaf(0, 0);
+    print_leaf(1, 0);
+    printf("xcr0 %" PRIx64 "\n", host_xcr0());
+    return 0;
+}
+
 /* ---- main loop --------------------------------------------------------------------- */
 static void usage(void)
 {
     fputs("usage: vc-tracer --profile FILE --out FILE [--max-steps N] "
-          "[--cpuid-mode auto|fault|bp] -- prog args...\n",
+          "[--cpuid-mode auto|fault|bp] -- prog args...\n"
+          "       vc-tracer --host-profile | --print-cpuid | --version\n",
           stderr);
     exit(2);
 }
@@ -942,6 +993,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--version")) {
             puts("vc-tracer 1");
             return 0;
+        } else if (!strcmp(argv[i], "--host-profile") && argc == 2) {
+            return print_host_profile();
+        } else if (!strcmp(argv[i], "--print-cpuid") && argc == 2) {
+            return print_seen_cpuid();
         } else {
             usage();
         }
