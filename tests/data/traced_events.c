@@ -123,7 +123,8 @@ static void report(const char *what)
     printf("{\"probe\": 1, \"status\": \"ok\", \"mode\": \"gcm\", \"dir\": \"encrypt\", "
            "\"key_bits\": 128, \"length\": 16, \"seed\": 1, \"forced\": false, "
            "\"path\": \"generic\", \"selected\": {}, \"features\": [], \"family\": 6, "
-           "\"model\": 60, \"digest\": \"%064d\", \"out_len\": 32, \"what\": \"%s\", "
+           "\"model\": 60, \"vendor\": \"GenuineIntel\", \"xcr0\": \"0x7\", "
+           "\"digest\": \"%064d\", \"out_len\": 32, \"what\": \"%s\", "
            "\"alarms\": %d, \"jit_vendor\": \"%s\", \"jit_xcr0\": \"0x%llx\"}\n",
            0, what, (int)alarms, jit_vendor, (unsigned long long)jit_xcr0);
 }
