@@ -10,6 +10,7 @@
  *          |  mark 0x111  ----------------------------------------.
  *          |     key set-up (the chosen path's key schedule)       |
  *          |     one encrypt / decrypt call                        | measured
+ *          |     key free (--impl / auto: the API's key object)    |
  *          |  mark 0x222  ----------------------------------------'
  *          v
  *   SHA-256(output) --> JSON {path, features, selected, digest, ...}
@@ -320,10 +321,10 @@ static void run_api(const probe_opts *o, const probe_inputs *in, probe_result *r
                     st = vc_gcm_decrypt(k, in->iv, in->iv_len, in->aad, in->aad_len, src,
                                         r->out, o->length, tag, sizeof tag);
             }
-            ssc_mark_stop();
             if (k)
                 r->path = vc_gcm_key_path(k, o->dir);
-            vc_gcm_key_free(k);
+            vc_gcm_key_free(k); /* key free is part of what is measured */
+            ssc_mark_stop();
         } else {
             static const int seg_bits[VC_MODE_COUNT] = {0, 128, 8, 1};
             size_t units = o->mode == VC_MODE_CFB1 ? 8 * o->length : o->length;
@@ -336,10 +337,10 @@ static void run_api(const probe_opts *o, const probe_inputs *in, probe_result *r
                 else
                     st = vc_cfb_decrypt(k, in->iv, src, r->out, units);
             }
-            ssc_mark_stop();
             if (k)
                 r->path = vc_cfb_key_path(k, o->dir);
             vc_cfb_key_free(k);
+            ssc_mark_stop();
         }
         if (st != VC_OK) {
             if (r->path < 0 && o->impl != VC_PATH_AUTO)

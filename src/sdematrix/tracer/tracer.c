@@ -4,6 +4,9 @@
  *
  *   vc-tracer --profile FILE --out FILE [--max-steps N] [--cpuid-mode auto|fault|bp]
  *             -- prog args...
+ *   vc-tracer --host-profile     this CPU's CPUID and XCR0 in the profile format
+ *   vc-tracer --print-cpuid      leaves 0 and 1 and XCR0 as this process sees
+ *                                them (the backend's self-test traces it)
  *
  * How the program is made to see the model
  * ----------------------------------------
@@ -17,19 +20,27 @@
  *   bp     When the kernel or CPU has no CPUID faulting (arch_prctl: ENODEV,
  *          e.g. AMD guests), the profile lists the CPUID instructions of the
  *          images (found by decoding them, see backends/ptrace_profile.py);
- *          each gets an int3 and is answered the same way.  A CPUID outside
- *          the listed images (JIT code) would see the host: that is the limit.
+ *          each gets an int3 and is answered the same way.
  * XGETBV: never trapped by the hardware; the profile lists its occurrences in
  *          the images and each gets an int3: XGETBV(0) answers the model's
  *          XCR0, other ECX values execute the real instruction.
+ * While single-stepping, the bytes at RIP are looked at before each step: a
+ *          CPUID or XGETBV(0) is emulated wherever it is (JIT, dlopen'd or
+ *          LD_PRELOAD'ed code included), in both modes.  The limit of bp
+ *          mode: such code outside the listed images that runs *outside* a
+ *          region sees the host's CPUID.
  * Images mapped later (dlopen, ld.so loading libc) are armed when an
- * mmap/mprotect with PROT_EXEC returns (the tracee runs under PTRACE_SYSCALL).
+ * mmap/mprotect with PROT_EXEC returns (the tracee runs under PTRACE_SYSCALL;
+ * a stepped thread's mapping syscalls are recognised at their step).
  *
  * SSC marks (`mov ebx, imm32; 64 67 90`) are listed in the profile too; their
  * `64` byte gets an int3.  EBX=0x111 starts single-stepping the thread that hit
- * it, 0x222 stops.  While stepping we count every instruction by its address
- * before it executes (a rep-prefixed instruction that single-steps once per
- * iteration is counted once per visit).
+ * it, 0x222 stops.  A thread or process created by a stepping thread (clone,
+ * fork, vfork) is stepped from its first instruction until it stops at a mark
+ * or ends.  An instruction is counted when its step completes (the step trap,
+ * or our emulation), so one interrupted by a signal is counted once, when it
+ * finally runs; the handler's code ran and is counted.  A rep-prefixed
+ * instruction that single-steps once per iteration is counted once per visit.
  *
  * Profile file (text, one record per line, numbers in hex without 0x):
  *   cpuid LEAF SUBLEAF EAX EBX ECX EDX
