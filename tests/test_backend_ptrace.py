@@ -154,6 +154,7 @@ def test_run_builds_mix(backend: PtraceBackend, built: dict[str, Path], tmp_path
     assert saved.meta["threads_stepped"] == 1
     assert saved.meta["instructions"] == r.mix.overall.total
     assert saved.meta["images"] == [sample]
+    assert saved.meta["unscanned_images"] == []
     assert json.loads(Path(r.artifacts["mix"]).read_text())["source"] == "ptrace"
 
 

@@ -15,6 +15,7 @@
  *   traced_events --fork-zmm     the same in a forked child process.
  *   traced_events --memcpy       the region copies 256 bytes with libc's
  *                                memcpy (the variant ld.so's ifunc chose).
+ *   traced_events --dlopen LIB   dlopen(LIB) (outside any region).
  *   traced_events --jit-cpuid    the region calls code written at run time
  *                                into an anonymous mapping (no image, so no
  *                                breakpoint site) that runs CPUID leaf 0 and
@@ -24,6 +25,7 @@
  * happened (`alarms` = handler calls).
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -187,6 +189,14 @@ int main(int argc, char **argv)
         copy(dst, src, sizeof dst);
         mark_stop();
         report(dst);
+        return 0;
+    }
+    if (argc == 3 && !strcmp(argv[1], "--dlopen")) {
+        if (!dlopen(argv[2], RTLD_NOW)) {
+            fprintf(stderr, "traced_events: %s\n", dlerror());
+            return 1;
+        }
+        report("dlopen");
         return 0;
     }
     if (argc == 2 && !strcmp(argv[1], "--jit-cpuid")) {

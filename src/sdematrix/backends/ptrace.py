@@ -215,6 +215,8 @@ class TracerOutput:
     threads_stepped: int = 0
     cpuid_stepped: int = 0  # CPUIDs met while stepping (emulated where they were)
     xgetbv_stepped: int = 0
+    # executable file mappings whose CPUID/XGETBV sites were not searched
+    unscanned: list[str] = field(default_factory=list)
     maps: dict[int, str] = field(default_factory=dict)  # space id -> maps text
     insns: list[tuple[int, int, int, bytes]] = field(default_factory=list)  # space, addr, n, code
     exit_kind: str | None = None  # "code" | "signal"
@@ -266,6 +268,8 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 "xgetbv_stepped",
             ):
                 setattr(out, key, int(parts[1]))
+            elif key == "unscanned":
+                out.unscanned.append(lines[i - 1].split(" ", 1)[1])
             elif key == "truncated":
                 out.truncated = parts[1] == "1"
             elif key == "exit":
@@ -340,6 +344,7 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
             "instructions": sum(n for _s, _a, n, _c in traced.insns),
             "cpuid_stepped": traced.cpuid_stepped,
             "xgetbv_stepped": traced.xgetbv_stepped,
+            "unscanned_images": list(traced.unscanned),
         }
     )
     return mix, violations
@@ -431,6 +436,8 @@ class PtraceBackend:
             lines = [text.rstrip("\n")]
             try:
                 sites = self.sites_for(str(tracer), dict(os.environ))
+                images = program_images(str(tracer), dict(os.environ))
+                lines += [f"image {img}" for img in images if "\n" not in img]
                 lines += [f"site {s.kind} {s.offset:x} {s.path}" for s in sites]
             except (OSError, ValueError) as e:
                 return f"tracer broken: cannot find the CPUID sites of {tracer}: {e}"
@@ -488,6 +495,7 @@ class PtraceBackend:
 
     # -- one cell -------------------------------------------------------------
     def sites_for(self, exe: str, env: dict[str, str]) -> list[Site]:
+        """The breakpoint sites of `exe`'s images (see :func:`program_images`)."""
         return [s for img in program_images(exe, env) for s in image_sites(img)]
 
     def run(
@@ -515,7 +523,7 @@ class PtraceBackend:
             profile = workdir / f"{cell.name}.ptrace-profile.txt"
             out = workdir / f"{cell.name}.ptrace-trace.txt"
             out.unlink(missing_ok=True)
-            write_profile(profile, model, self.sites_for(exe, env))
+            write_profile(profile, model, self.sites_for(exe, env), program_images(exe, env))
             argv = [
                 str(tracer),
                 "--profile", str(profile),

@@ -46,6 +46,10 @@
  *   cpuid LEAF SUBLEAF EAX EBX ECX EDX
  *   xcr0 VALUE
  *   site cpuid|xgetbv|mark FILEOFFSET PATH     (PATH = rest of the line)
+ *   image PATH          an image whose sites were searched (it may have none)
+ * An executable file mapping that is neither a listed image nor holds a site
+ * is reported as `unscanned PATH` in the output: its CPUID / XGETBV outside a
+ * region are not intercepted in bp mode (XGETBV in no mode).
  * Output file: see write_output().
  */
 #include <errno.h>
@@ -141,6 +145,8 @@ static uint64_t xcr0_model = 0x7;
 static bool have_xcr0;
 static struct site *sites;
 static size_t nsites;
+static char **images, **unscanned; /* profile `image` records; reported paths */
+static size_t nimages, nunscanned;
 static enum cpuid_mode want_mode = MODE_AUTO;
 static uint64_t max_steps = 200000000ull;
 
@@ -204,6 +210,9 @@ static void load_profile(const char *path)
             if (sscanf(line + 5, "%" SCNx64, &xcr0_model) != 1)
                 die("%s:%d: bad xcr0 line", path, lineno);
             have_xcr0 = true;
+        } else if (!strncmp(line, "image ", 6)) {
+            images = xrealloc(images, (nimages + 1) * sizeof *images);
+            images[nimages++] = strdup(line + 6);
         } else if (!strncmp(line, "site ", 5)) {
             char kind[16];
             uint64_t off;
@@ -445,6 +454,22 @@ static char *read_maps(pid_t pid)
 
 static const uint8_t site_first_byte[] = {0x0f, 0x0f, 0x64};
 
+/* Note an executable file mapping the profile knows nothing about. */
+static void check_scanned(const char *img)
+{
+    for (size_t i = 0; i < nimages; i++)
+        if (!strcmp(images[i], img))
+            return;
+    for (size_t i = 0; i < nsites; i++)
+        if (!strcmp(sites[i].path, img))
+            return;
+    for (size_t i = 0; i < nunscanned; i++)
+        if (!strcmp(unscanned[i], img))
+            return;
+    unscanned = xrealloc(unscanned, (nunscanned + 1) * sizeof *unscanned);
+    unscanned[nunscanned++] = strdup(img);
+}
+
 /* Arm every profile site that falls in an executable mapping of `sp` and is
  * not armed yet.  The byte found must be the one the site expects (the file
  * on disk and the mapping agree), else the site is left alone. */
@@ -462,6 +487,7 @@ static void arm_space(struct space *sp, pid_t pid)
         if (perms[2] != 'x' || line[pos] != '/')
             continue;
         const char *img = line + pos;
+        check_scanned(img);
         for (size_t i = 0; i < nsites; i++) {
             const struct site *s = &sites[i];
             if (s->kind == SITE_CPUID && sp->fault)
@@ -874,6 +900,8 @@ static void write_output(const char *path, int exit_kind, int exit_val)
     for (size_t i = 0; i < nspaces; i++)
         fprintf(f, "space %d %d bps %zu fault %d\n", spaces[i]->id, (int)spaces[i]->tgid,
                 spaces[i]->nbps, spaces[i]->fault ? 1 : 0);
+    for (size_t i = 0; i < nunscanned; i++)
+        fprintf(f, "unscanned %s\n", unscanned[i]);
     for (size_t i = 0; i < nspaces; i++)
         if (spaces[i]->maps)
             fprintf(f, "maps %d %d\n%sendmaps\n", spaces[i]->id, (int)spaces[i]->tgid,
