@@ -397,8 +397,8 @@ class PtraceBackend:
         return self._unavailable
 
     def cpuid_mode_in_use(self) -> str | None:
-        """The CPUID mode ("fault" or "bp") the self-test's traced program was made to see
-        its profile (what every cell will use); None when unavailable."""
+        """How the self-test's traced program was made to see its profile,
+        "fault" or "bp" (every cell uses the same); None when unavailable."""
         return self._cpuid_mode if self.unavailable_reason() is None else None
 
     def _check(self) -> str | None:
