@@ -1,4 +1,5 @@
-"""PtraceBackend end to end on the traced sample: mix, chip check, errors."""
+"""PtraceBackend end to end on the traced samples: self-test, CPUID modes, mix,
+chip check (of every thread stepped), coverage in mix.meta, errors."""
 
 from __future__ import annotations
 
@@ -8,24 +9,125 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_tracer import _host_has, built, intel_model  # noqa: F401  (fixture re-export)
+from test_tracer import (  # noqa: F401  (fixture re-export)
+    _host_has,
+    built,
+    cpuid_mode,
+    fault_mode_skip_reason,
+    intel_model,
+)
 
 from sdematrix.backends.base import Backend, ProbeCommand
-from sdematrix.backends.ptrace import PtraceBackend, host_features, parse_tracer_output
+from sdematrix.backends.ptrace import (
+    PtraceBackend,
+    cpuid_faulting_available,
+    host_features,
+    parse_tracer_output,
+)
 from sdematrix.mix import Mix
 from sdematrix.models import Cell
 
 CELL = Cell("hswish", "gcm", "encrypt", 128, 16)
 
 
+def _available(b: PtraceBackend) -> PtraceBackend:
+    """`b` if its self-test passed; a skip when the kernel forbids ptrace; a
+    failure when the tracer is broken (that is a bug, not a host limit)."""
+    reason = b.unavailable_reason()
+    if reason is not None:
+        if reason.startswith("ptrace not permitted") or "Linux x86-64" in reason:
+            pytest.skip(reason)
+        pytest.fail(reason)
+    return b
+
+
 @pytest.fixture
 def backend(built: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> PtraceBackend:  # noqa: F811
     monkeypatch.setenv("SDEMATRIX_TRACER", str(built["tracer"]))
-    b = PtraceBackend()
+    return _available(PtraceBackend())
+
+
+@pytest.fixture
+def moded_backend(
+    built: dict[str, Path],  # noqa: F811
+    cpuid_mode: str,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> PtraceBackend:
+    """The backend in each CPUID mode ("fault" skips where the kernel lacks it)."""
+    monkeypatch.setenv("SDEMATRIX_TRACER", str(built["tracer"]))
+    return _available(PtraceBackend(cpuid_mode=cpuid_mode))
+
+
+def test_self_test_passes_in_each_mode(moded_backend: PtraceBackend, cpuid_mode: str) -> None:  # noqa: F811
+    assert moded_backend.cpuid_mode_in_use() == cpuid_mode
+    how = "CPUID faulting" if cpuid_mode == "fault" else "CPUID breakpoints"
+    assert moded_backend.version() == f"vc-tracer 1 ({how})"
+
+
+def test_auto_mode_uses_faulting_where_available(backend: PtraceBackend) -> None:
+    want = "fault" if cpuid_faulting_available() is True else "bp"
+    assert backend.cpuid_mode_in_use() == want
+
+
+def test_self_test_catches_a_tracer_that_does_not_intercept(
+    built: dict[str, Path],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bp mode without breakpoint sites lets the self-test's program read the
+    host's CPUID: the backend is then broken, with the field named."""
+    monkeypatch.setenv("SDEMATRIX_TRACER", str(built["tracer"]))
+    b = PtraceBackend(cpuid_mode="bp")
+    monkeypatch.setattr(b, "sites_for", lambda exe, env: [])
     reason = b.unavailable_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    return b
+    assert reason is not None and reason.startswith(
+        "tracer broken: the traced program saw cpuid 1 0 = "
+    ), reason
+    assert b.cpuid_mode_in_use() is None
+
+
+def test_fault_mode_without_faulting_names_the_reason(
+    built: dict[str, Path],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SDEMATRIX_TRACER", str(built["tracer"]))
+    b = PtraceBackend(cpuid_mode="fault")
+    why = cpuid_faulting_available()
+    if why is True:
+        assert b.unavailable_reason() is None and b.cpuid_mode_in_use() == "fault"
+    else:
+        assert why == "arch_prctl ARCH_SET_CPUID: ENODEV" or why.startswith("arch_prctl")
+        assert b.unavailable_reason() == f"CPUID faulting not available on this host ({why})"
+    # the test suite's skip reason says the same
+    assert fault_mode_skip_reason() == (None if why is True else f"host has no CPUID faulting ({why})")
+
+
+def test_unknown_cpuid_mode_is_a_one_line_error() -> None:
+    with pytest.raises(ValueError, match=r"^unknown CPUID mode 'trap' \(choose from auto, fault, bp\)$"):
+        PtraceBackend(cpuid_mode="trap")
+
+
+def test_second_thread_avx512_is_a_violation(
+    moded_backend: PtraceBackend,
+    built: dict[str, Path],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A thread created inside the region runs AVX-512 on a 256-bit model
+    without AVX-512: the chip check sees it; the coverage says two threads."""
+    if not _host_has("avx512f"):
+        pytest.skip("host CPU has no AVX-512F (the sample's thread executes vpxorq zmm)")
+    probe = ProbeCommand((str(built["events"]), "--spawn-zmm"))
+    r = moded_backend.run(CELL, intel_model(), probe, tmp_path / "w", timeout=60)
+    assert r.status == "ok", r.reason
+    assert [(v.mnemonic, v.function, v.bytes_hex) for v in r.violations] == [
+        ("VPXORQ", "zmm_work", "62f1e548efdb")
+    ]
+    assert r.mix is not None
+    meta = r.mix.meta
+    assert meta["threads_stepped"] == 2
+    assert meta["instructions"] == r.mix.overall.total > 0
+    assert str(built["events"]) in meta["images"]
+    assert any(Path(i).name.startswith("libc.so") for i in meta["images"])
+    assert meta["cpuid_mode"] == moded_backend.cpuid_mode_in_use()
 
 
 def test_protocol_and_version(backend: PtraceBackend) -> None:
@@ -49,6 +151,10 @@ def test_run_builds_mix(backend: PtraceBackend, built: dict[str, Path], tmp_path
     saved = Mix.load(Path(r.artifacts["mix"]))
     assert saved.overall.forms == r.mix.overall.forms
     assert saved.meta["cpuid_answered"] >= 3
+    assert saved.meta["threads_stepped"] == 1
+    assert saved.meta["instructions"] == r.mix.overall.total
+    assert saved.meta["images"] == [sample]
+    assert saved.meta["unscanned_images"] == []
     assert json.loads(Path(r.artifacts["mix"]).read_text())["source"] == "ptrace"
 
 

@@ -1,9 +1,14 @@
-"""vc-tracer against a real traced program (tests/data/traced_sample.c): CPUID and
-XGETBV answers come from the profile, the marked region's instructions are
-counted exactly, threads / forks / execs are followed, exit status propagates."""
+"""vc-tracer against real traced programs (tests/data/traced_sample.c,
+tests/data/traced_events.c): CPUID and XGETBV answers come from the profile
+(ld.so's and libc's too), the marked region's instructions are counted exactly
+(a signal does not count an instruction twice), threads / forks / execs are
+followed (those created inside a region are stepped), exit status propagates.
+Tests that depend on how CPUID is intercepted run in both CPUID modes; "fault"
+skips on a host whose kernel has no CPUID faulting."""
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 import platform
 import shutil
@@ -14,7 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from sdematrix.backends.ptrace import TracerOutput, parse_tracer_output
+from sdematrix.backends.ptrace import (
+    TracerOutput,
+    cpuid_faulting_available,
+    parse_tracer_output,
+)
 from sdematrix.backends.ptrace_profile import image_sites, program_images, write_profile
 from sdematrix.decode import decode
 from sdematrix.models import CpuidLeaf, CpuModel
@@ -22,6 +31,8 @@ from sdematrix.models import CpuidLeaf, CpuModel
 ROOT = Path(__file__).resolve().parent.parent
 TRACER_SRC = ROOT / "src" / "sdematrix" / "tracer"
 SAMPLE_SRC = ROOT / "tests" / "data" / "traced_sample.c"
+EVENTS_SRC = ROOT / "tests" / "data" / "traced_events.c"
+LDSO = "/lib64/ld-linux-x86-64.so.2"
 CFLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"]
 
 pytestmark = pytest.mark.skipif(
@@ -59,6 +70,29 @@ def intel_model(*, avx2: bool = True, xcr0: int = 0x7, name: str = "hswish") -> 
                     frozenset(isa), 256)  # fmt: skip
 
 
+def fault_mode_skip_reason() -> str | None:
+    """Why this host cannot run the tracer's "fault" CPUID mode, or None."""
+    why = cpuid_faulting_available()
+    return None if why is True else f"host has no CPUID faulting ({why})"
+
+
+@pytest.fixture(params=["bp", "fault"])
+def cpuid_mode(request: pytest.FixtureRequest) -> str:
+    """Each CPUID mode of the tracer; "fault" only where the kernel has it."""
+    if request.param == "fault":
+        why = fault_mode_skip_reason()
+        if why is not None:
+            pytest.skip(why)
+    return str(request.param)
+
+
+def matrix_model(name: str) -> CpuModel:
+    """A model of the shipped matrix (sde_matrix.yaml)."""
+    from sdematrix.matrix_file import load_matrix
+
+    return load_matrix(ROOT / "sde_matrix.yaml").models[name]
+
+
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The tracer (from source, as setup.py builds it) and the sample, dynamic
@@ -74,6 +108,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         if subprocess.run(cmd, capture_output=True, check=False).returncode == 0:
             out[kind] = exe
     assert "dyn" in out
+    events = d / "events"
+    subprocess.run(["gcc", *CFLAGS, "-pthread", str(EVENTS_SRC), "-o", str(events)], check=True)
+    out["events"] = events
     return out
 
 
@@ -89,7 +126,8 @@ def trace(
     profile, out = tmp_path / "profile.txt", tmp_path / "out.txt"
     exe = shutil.which(argv[0]) or argv[0]
     images = program_images(exe) + [p for e in extra_images for p in program_images(e)]
-    write_profile(profile, model, [s for p in dict.fromkeys(images) for s in image_sites(p)])
+    images = list(dict.fromkeys(images))
+    write_profile(profile, model, [s for p in images for s in image_sites(p)], images)
     cmd = [str(built["tracer"]), "--profile", str(profile), "--out", str(out), *tracer_args]
     proc = subprocess.run([*cmd, "--", *argv], capture_output=True, text=True, timeout=60,
                           check=False)  # fmt: skip
@@ -204,6 +242,151 @@ def test_max_steps_truncates(built: dict[str, Path], tmp_path: Path) -> None:
     proc, t = trace(built, tmp_path, argv, intel_model(), tracer_args=("--max-steps", "100"))
     assert proc.returncode == 0
     assert t.truncated and t.steps == 100
+
+
+def insns_of(t: TracerOutput, space: int | None = None) -> list[tuple[int, str, int, str]]:
+    """(addr, mnemonic, count, width) of every recorded instruction."""
+    rows = []
+    for sp, addr, n, code in t.insns:
+        if space is None or sp == space:
+            d = decode(code, addr)
+            rows.append((addr, d.mnemonic, n, d.width))
+    return rows
+
+
+def test_signal_interrupted_instruction_counted_once(
+    built: dict[str, Path], tmp_path: Path, cpuid_mode: str
+) -> None:
+    """A 1 ms SIGALRM interrupts a 20,000-turn loop hundreds of times: each
+    loop instruction is counted exactly 20,000 times (once per completed
+    step), and the handler's code, which ran, is counted once per call."""
+    n = 20_000
+    argv = [str(built["events"]), "--alarm", str(n)]
+    proc, t = trace(built, tmp_path, argv, intel_model(),
+                    tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert t.cpuid_mode == cpuid_mode and t.regions == 1
+    rows = insns_of(t)
+    by_mn: Counter[str] = Counter()
+    for _a, mn, cnt, _w in rows:
+        by_mn[mn] += cnt
+    loop = [(a, mn, cnt) for a, mn, cnt, _w in rows if mn in ("DEC", "JNE")]
+    assert sorted(mn for _a, mn, _c in loop) == ["DEC", "JNE"]
+    assert all(cnt == n for _a, _mn, cnt in loop), loop
+    alarms = json.loads(proc.stdout.splitlines()[-1])["alarms"]
+    # the handler ran inside the region (the test means something) ...
+    handler_runs = {cnt for a, _mn, cnt, _w in rows if cnt not in (1, n)}
+    assert len(handler_runs) == 1, rows
+    runs = handler_runs.pop()
+    assert 1 < runs <= alarms
+    # ... and rt_sigreturn (`syscall` in libc's restorer) ran once per call
+    assert by_mn["SYSCALL"] == runs
+    total = sum(cnt for _a, _mn, cnt, _w in rows)
+    assert t.steps == total  # no rep instruction: every step is one count
+
+
+def test_thread_created_in_region_is_stepped(
+    built: dict[str, Path], tmp_path: Path, cpuid_mode: str
+) -> None:
+    """A thread created inside the region (no marks of its own) is stepped: its
+    AVX-512 instruction is recorded."""
+    if not _host_has("avx512f"):
+        pytest.skip("host CPU has no AVX-512F (the sample's thread executes vpxorq zmm)")
+    proc, t = trace(built, tmp_path, [str(built["events"]), "--spawn-zmm"], intel_model(),
+                    tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert t.threads_stepped == 2 and t.regions == 1
+    zmm = [(a, mn, cnt) for a, mn, cnt, w in insns_of(t) if w == "zmm"]
+    assert [(mn, cnt) for _a, mn, cnt in zmm] == [("VPXORQ", 1)]
+    assert len(t.maps) == 1  # one address space
+
+
+def test_process_forked_in_region_is_stepped(
+    built: dict[str, Path], tmp_path: Path, cpuid_mode: str
+) -> None:
+    if not _host_has("avx512f"):
+        pytest.skip("host CPU has no AVX-512F (the sample's child executes vpxorq zmm)")
+    proc, t = trace(built, tmp_path, [str(built["events"]), "--fork-zmm"], intel_model(),
+                    tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert t.threads_stepped == 2 and sorted(t.maps) == [0, 1]
+    child = [(mn, cnt) for _a, mn, cnt, w in insns_of(t, space=1) if w == "zmm"]
+    assert child == [("VPXORQ", 1)]
+    assert not [w for *_x, w in insns_of(t, space=0) if w == "zmm"]
+
+
+def test_cpuid_in_unlisted_code_is_emulated_while_stepping(
+    built: dict[str, Path], tmp_path: Path, cpuid_mode: str
+) -> None:
+    """CPUID and XGETBV in code written at run time (no image, no breakpoint
+    site) see the model when met inside the region, in both modes."""
+    proc, t = trace(built, tmp_path, [str(built["events"]), "--jit-cpuid"],
+                    intel_model(xcr0=0x7), tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.splitlines()[-1])
+    assert (seen["jit_vendor"], seen["jit_xcr0"]) == ("GenuineIntel", "0x7")
+    mns = Counter(mn for _a, mn, _c, _w in insns_of(t))
+    assert mns["CPUID"] == 1 and mns["XGETBV"] == 1
+    assert t.cpuid_stepped == 1 and t.xgetbv_stepped == 1
+
+
+def test_unscanned_images_are_reported(built: dict[str, Path], tmp_path: Path) -> None:
+    """A library loaded with dlopen was not searched for CPUID sites: the
+    tracer names it (its CPUID outside a region is not intercepted in bp
+    mode); the program's own images are not named."""
+    libm = ctypes.util.find_library("m")
+    if libm is None:
+        pytest.skip("no libm to dlopen")
+    proc, t = trace(built, tmp_path, [str(built["events"]), "--dlopen", libm], intel_model())
+    assert proc.returncode == 0, proc.stderr
+    assert len(t.unscanned) == 1 and Path(t.unscanned[0]).name.startswith("libm")
+    proc, t = trace(built, tmp_path, [str(built["events"]), "--memcpy"], intel_model())
+    assert proc.returncode == 0 and t.unscanned == []
+
+
+def _ld_diagnostics(built: dict[str, Path], tmp_path: Path, model: CpuModel,
+                    mode: str) -> dict[str, str]:  # fmt: skip
+    proc, t = trace(built, tmp_path, [LDSO, "--list-diagnostics"], model,
+                    tracer_args=("--cpuid-mode", mode))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert t.cpuid_mode == mode and t.cpuid_answered > 0
+    return dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+
+
+def test_ldso_sees_the_model(built: dict[str, Path], tmp_path: Path, cpuid_mode: str) -> None:
+    """glibc's ld.so, traced, reports the model's CPUID and picks the
+    x86-64-v* level the model implies: v2 on Sandy Bridge (no AVX2), v3 on
+    Haswell, none on the Pentium 4 -- whatever the host is."""
+    if not Path(LDSO).exists():
+        pytest.skip(f"no {LDSO} (not a glibc x86-64 system)")
+    native = subprocess.run([LDSO, "--list-diagnostics"], capture_output=True, text=True,
+                            check=False)  # fmt: skip
+    if native.returncode != 0 or "x86.cpu_features.isa_1=" not in native.stdout:
+        pytest.skip("this glibc's ld.so has no --list-diagnostics with x86.cpu_features (< 2.33)")
+    want = {"p4p": ("0xf", "0x1"), "snb": ("0x6", "0x3"), "hsw": ("0x6", "0x7")}
+    for name, (family, isa_levels) in want.items():
+        model = matrix_model(name)
+        diag = _ld_diagnostics(built, tmp_path, model, cpuid_mode)
+        leaf1 = next(c for c in model.cpuid if c.leaf == 1)
+        assert diag["x86.cpu_features.features[0x0].cpuid[0x0]"] == f"{leaf1.eax:#x}", name
+        assert diag["x86.cpu_features.basic.family"] == family, name
+        # isa_1 bits: baseline, x86-64-v2, x86-64-v3, x86-64-v4
+        assert diag["x86.cpu_features.isa_1"] == isa_levels, name
+
+
+def test_libc_ifunc_follows_the_model(
+    built: dict[str, Path], tmp_path: Path, cpuid_mode: str
+) -> None:
+    """libc's memcpy is the variant ld.so's ifunc picked for the model: 256-bit
+    moves on Haswell, 128-bit only on Sandy Bridge (AVX but no AVX2)."""
+    widths: dict[str, set[str]] = {}
+    for name in ("snb", "hsw"):
+        proc, t = trace(built, tmp_path, [str(built["events"]), "--memcpy"], matrix_model(name),
+                        tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        widths[name] = {w for *_x, w in insns_of(t)}
+    assert "ymm" in widths["hsw"] and "zmm" not in widths["hsw"]
+    assert "ymm" not in widths["snb"] and "xmm" in widths["snb"]
 
 
 def test_cpuid_fault_mode_reports_kernel_support(built: dict[str, Path], tmp_path: Path) -> None:

@@ -4,14 +4,27 @@ model's XCR0, and single-steps the SSC-marked region to record the exact
 instruction stream.  The recorded instructions are decoded into a
 :class:`~sdematrix.mix.Mix` and each is checked against the model's ISA.
 
-CPUID interception: with kernel CPUID faulting (``arch_prctl(ARCH_SET_CPUID)``)
-every CPUID traps; without it (e.g. an AMD guest: ENODEV) the tracer puts
-breakpoints on the CPUID instructions of the program's images (found by
-decoding them, :mod:`.ptrace_profile`).  The run's ``mix.meta`` records which.
+CPUID interception (``cpuid_mode``): with kernel CPUID faulting
+(``arch_prctl(ARCH_SET_CPUID)``, "fault") every CPUID traps; without it (e.g.
+an AMD guest: ENODEV) the tracer puts breakpoints ("bp") on the CPUID and
+XGETBV instructions of the program's images -- the executable, ld.so and the
+DT_NEEDED closure, found by decoding them (:mod:`.ptrace_profile`) -- and
+emulates any CPUID / XGETBV it meets while single-stepping, wherever it is.
+The limit of bp mode: code outside those images (dlopen'd, LD_PRELOAD'ed, JIT)
+that is *not* single-stepped runs its CPUID natively.  "auto" uses faulting
+where the kernel has it.  The run's ``mix.meta`` records the mode used and the
+coverage of the region (``threads_stepped``, ``images``, ``instructions``).
+
+The backend's self-test runs ``vc-tracer --print-cpuid`` under the tracer with
+the host's own CPUID as profile, one field altered (the stepping), and
+requires the traced program to see the profile: a tracer that runs but does
+not intercept CPUID is broken, not available.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import platform
 import shutil
@@ -28,11 +41,24 @@ from ..models import Cell, CpuModel
 from ..symbols import Symbolizer
 from .base import ProbeCommand, RunResult, Violation
 from .ptrace_profile import Site, image_sites, program_images, write_profile
+from .registry import CPUID_MODES
 from .sde import run_process, tail_lines
 
-__all__ = ["PtraceBackend", "TracerOutput", "host_features", "parse_tracer_output", "tracer_path"]
+__all__ = [
+    "CPUID_MODES",
+    "PtraceBackend",
+    "TracerOutput",
+    "cpuid_faulting_available",
+    "host_features",
+    "parse_tracer_output",
+    "tracer_path",
+]
 
 TRACER_ENV = "SDEMATRIX_TRACER"
+_SYS_ARCH_PRCTL = 158
+_ARCH_SET_CPUID = 0x1012
+# the self-test's alteration of the host's CPUID: leaf 1 EAX stepping bits
+_SELFTEST_STEPPING_FLIP = 0x5
 DEFAULT_MAX_STEPS = 50_000_000
 
 # /proc/cpuinfo flag -> iced CpuidFeature name (the vocabulary of CpuModel.isa).
@@ -141,6 +167,30 @@ def host_features(cpuinfo: str | None = None) -> frozenset[str]:
     return frozenset()
 
 
+def cpuid_faulting_available() -> bool | str:
+    """True when the kernel can make CPUID fault for a process (what the
+    tracer's "fault" mode needs), else the reason, e.g.
+    "arch_prctl ARCH_SET_CPUID: ENODEV".
+
+    Asks with ``arch_prctl(ARCH_SET_CPUID, 1)`` -- "CPUID enabled", the state
+    every process starts in -- which the kernel refuses with ENODEV when the
+    CPU (or hypervisor) has no CPUID faulting, and otherwise leaves this
+    process as it was."""
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return f"not Linux x86-64 ({platform.system()} {platform.machine()})"
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        rc = libc.syscall(
+            ctypes.c_long(_SYS_ARCH_PRCTL), ctypes.c_long(_ARCH_SET_CPUID), ctypes.c_long(1)
+        )
+    except (OSError, AttributeError) as e:
+        return f"cannot call arch_prctl: {e}"
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    return f"arch_prctl ARCH_SET_CPUID: {errno.errorcode.get(err, str(err))}"
+
+
 def tracer_path() -> Path | None:
     """$SDEMATRIX_TRACER, else the package's _bin/vc-tracer."""
     env = os.environ.get(TRACER_ENV)
@@ -160,6 +210,11 @@ class TracerOutput:
     steps: int = 0
     regions: int = 0
     truncated: bool = False
+    threads_stepped: int = 0
+    cpuid_stepped: int = 0  # CPUIDs met while stepping (emulated where they were)
+    xgetbv_stepped: int = 0
+    # executable file mappings whose CPUID/XGETBV sites were not searched
+    unscanned: list[str] = field(default_factory=list)
     maps: dict[int, str] = field(default_factory=dict)  # space id -> maps text
     insns: list[tuple[int, int, int, bytes]] = field(default_factory=list)  # space, addr, n, code
     exit_kind: str | None = None  # "code" | "signal"
@@ -201,8 +256,18 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 out.insns.append((int(parts[1]), int(parts[2], 16), int(parts[3]), code))
             elif key == "cpuid_mode":
                 out.cpuid_mode = parts[1]
-            elif key in ("cpuid_answered", "xgetbv_emulated", "steps", "regions"):
+            elif key in (
+                "cpuid_answered",
+                "xgetbv_emulated",
+                "steps",
+                "regions",
+                "threads_stepped",
+                "cpuid_stepped",
+                "xgetbv_stepped",
+            ):
                 setattr(out, key, int(parts[1]))
+            elif key == "unscanned":
+                out.unscanned.append(lines[i - 1].split(" ", 1)[1])
             elif key == "truncated":
                 out.truncated = parts[1] == "1"
             elif key == "exit":
@@ -254,15 +319,51 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
             "regions": traced.regions,
             "distinct_addresses": len(traced.insns),
             "truncated": traced.truncated,
+            # coverage of the marked regions
+            "threads_stepped": traced.threads_stepped,
+            "images": sorted(mix.images),
+            "instructions": sum(n for _s, _a, n, _c in traced.insns),
+            "cpuid_stepped": traced.cpuid_stepped,
+            "xgetbv_stepped": traced.xgetbv_stepped,
+            "unscanned_images": list(traced.unscanned),
         }
     )
     return mix, violations
+
+
+def _profile_lines(text: str) -> dict[str, str]:
+    """'cpuid LEAF SUB' / 'xcr0' -> the rest of the line, from profile-format text."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 7 and parts[0] == "cpuid":
+            out[f"cpuid {parts[1]} {parts[2]}"] = " ".join(parts[3:])
+        elif len(parts) == 2 and parts[0] == "xcr0":
+            out["xcr0"] = parts[1]
+    return out
+
+
+def _selftest_profile(host_profile: str) -> str:
+    """The host's profile with leaf 1's stepping altered: a program that sees
+    it was answered by the tracer, not by the CPU."""
+    lines = []
+    for line in host_profile.splitlines():
+        parts = line.split()
+        if len(parts) == 7 and parts[:3] == ["cpuid", "1", "0"]:
+            eax = int(parts[3], 16) ^ _SELFTEST_STEPPING_FLIP
+            line = " ".join([*parts[:3], f"{eax:x}", *parts[4:]])
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 class PtraceBackend:
     name = "ptrace"
 
     def __init__(self, max_steps: int = DEFAULT_MAX_STEPS, cpuid_mode: str = "auto") -> None:
+        if cpuid_mode not in CPUID_MODES:
+            raise ValueError(
+                f"unknown CPUID mode {cpuid_mode!r} (choose from {', '.join(CPUID_MODES)})"
+            )
         self.max_steps = max_steps
         self.cpuid_mode = cpuid_mode
         self._unavailable: str | None = None
@@ -276,6 +377,11 @@ class PtraceBackend:
             self._checked = True
         return self._unavailable
 
+    def cpuid_mode_in_use(self) -> str | None:
+        """How the self-test's traced program was made to see its profile,
+        "fault" or "bp" (every cell uses the same); None when unavailable."""
+        return self._cpuid_mode if self.unavailable_reason() is None else None
+
     def _check(self) -> str | None:
         if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
             return f"ptrace backend needs Linux x86-64 (this is {platform.system()} {platform.machine()})"
@@ -284,29 +390,64 @@ class PtraceBackend:
             return (
                 f"tracer binary not found (set {TRACER_ENV} or build the package's _bin/vc-tracer)"
             )
-        true = shutil.which("true")
-        if true is None:
-            return "cannot find `true` to test ptrace"
+        if self.cpuid_mode == "fault":
+            faulting = cpuid_faulting_available()
+            if faulting is not True:
+                return f"CPUID faulting not available on this host ({faulting})"
+        return self._self_test(tracer)
+
+    def _self_test(self, tracer: Path) -> str | None:
+        """Run ``vc-tracer --print-cpuid`` under the tracer with the host's
+        CPUID (stepping altered) and every site of its images armed; the
+        traced program must print exactly the profile's leaves 0 and 1 and
+        XCR0.  None when it does, else what went wrong."""
+        try:
+            host = subprocess.run(
+                [str(tracer), "--host-profile"], check=False, capture_output=True, text=True,
+                timeout=20,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"tracer broken: cannot run {tracer} --host-profile: {e}"
+        if host.returncode != 0 or "cpuid 1 0 " not in host.stdout:
+            err = (host.stderr.strip().splitlines() or ["no output"])[-1]
+            return f"tracer broken: --host-profile exit {host.returncode}: {err}"
+        text = _selftest_profile(host.stdout)
         with tempfile.TemporaryDirectory(prefix="sdematrix-ptrace-") as tmp:
             prof, out = Path(tmp) / "profile", Path(tmp) / "out"
-            prof.write_text("xcr0 7\n")
+            lines = [text.rstrip("\n")]
             try:
-                proc = subprocess.run(
-                    [str(tracer), "--profile", str(prof), "--out", str(out), "--", true],
-                    check=False,
-                    capture_output=True,
-                    text=True,
-                    timeout=20,
-                )
+                sites = self.sites_for(str(tracer), dict(os.environ))
+                images = program_images(str(tracer), dict(os.environ))
+                lines += [f"image {img}" for img in images if "\n" not in img]
+                lines += [f"site {s.kind} {s.offset:x} {s.path}" for s in sites]
+            except (OSError, ValueError) as e:
+                return f"tracer broken: cannot find the CPUID sites of {tracer}: {e}"
+            prof.write_text("\n".join(lines) + "\n")
+            argv = [str(tracer), "--profile", str(prof), "--out", str(out),
+                    "--cpuid-mode", self.cpuid_mode, "--", str(tracer), "--print-cpuid"]  # fmt: skip
+            try:
+                proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=30)
             except (OSError, subprocess.TimeoutExpired) as e:
                 return f"cannot run the tracer: {e}"
             if proc.returncode != 0 or not out.exists():
                 err = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-                return f"ptrace not permitted or tracer broken: {err}"
+                if "PTRACE_TRACEME" in err or "Operation not permitted" in err:
+                    return f"ptrace not permitted: {err}"
+                return f"tracer broken: traced self-test exit {proc.returncode}: {err}"
             try:
-                self._cpuid_mode = parse_tracer_output(out.read_text()).cpuid_mode
+                traced = parse_tracer_output(out.read_text())
             except ValueError as e:
                 return f"tracer broken: {e}"
+        want, seen = _profile_lines(text), _profile_lines(proc.stdout)
+        for key in ("cpuid 0 0", "cpuid 1 0", "xcr0"):
+            if seen.get(key) != want.get(key):
+                return (
+                    f"tracer broken: the traced program saw {key} = {seen.get(key)}, "
+                    f"the profile says {want.get(key)} (CPUID mode {traced.cpuid_mode})"
+                )
+        if traced.cpuid_mode not in ("fault", "bp"):
+            return f"tracer broken: CPUID mode {traced.cpuid_mode!r} in the self-test"
+        self._cpuid_mode = traced.cpuid_mode
         return None
 
     def version(self) -> str | None:
@@ -319,7 +460,7 @@ class PtraceBackend:
             ).stdout.strip()
         except (OSError, subprocess.TimeoutExpired):
             return None
-        if self.unavailable_reason() is None and self._cpuid_mode:
+        if self.cpuid_mode_in_use():
             how = "CPUID faulting" if self._cpuid_mode == "fault" else "CPUID breakpoints"
             v += f" ({how})"
         return v or None
@@ -335,6 +476,7 @@ class PtraceBackend:
 
     # -- one cell -------------------------------------------------------------
     def sites_for(self, exe: str, env: dict[str, str]) -> list[Site]:
+        """The breakpoint sites of `exe`'s images (see :func:`program_images`)."""
         return [s for img in program_images(exe, env) for s in image_sites(img)]
 
     def run(
@@ -362,7 +504,7 @@ class PtraceBackend:
             profile = workdir / f"{cell.name}.ptrace-profile.txt"
             out = workdir / f"{cell.name}.ptrace-trace.txt"
             out.unlink(missing_ok=True)
-            write_profile(profile, model, self.sites_for(exe, env))
+            write_profile(profile, model, self.sites_for(exe, env), program_images(exe, env))
             argv = [
                 str(tracer),
                 "--profile", str(profile),

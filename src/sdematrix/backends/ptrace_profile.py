@@ -181,8 +181,12 @@ def program_images(exe: str, env: dict[str, str] | None = None) -> list[str]:
     return out
 
 
-def write_profile(path: Path, model: CpuModel, sites: Iterable[Site]) -> None:
-    """The tracer's profile file (format documented in tracer.c)."""
+def write_profile(
+    path: Path, model: CpuModel, sites: Iterable[Site], images: Iterable[str] = ()
+) -> None:
+    """The tracer's profile file (format documented in tracer.c).  `images`
+    are the images whose sites were searched: an executable mapping of any
+    other file is reported by the tracer as unscanned."""
     lines = [f"# vc-tracer profile for model {model.name} ({model.title})"]
     for c in model.cpuid:
         lines.append(
@@ -190,6 +194,9 @@ def write_profile(path: Path, model: CpuModel, sites: Iterable[Site]) -> None:
             f"{c.ecx & 0xFFFFFFFF:x} {c.edx & 0xFFFFFFFF:x}"
         )
     lines.append(f"xcr0 {model.xcr0:x}")
+    for img in images:
+        if "\n" not in img:
+            lines.append(f"image {os.path.realpath(img)}")
     for s in sites:
         if "\n" in s.path:
             continue

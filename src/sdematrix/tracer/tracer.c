@@ -4,6 +4,9 @@
  *
  *   vc-tracer --profile FILE --out FILE [--max-steps N] [--cpuid-mode auto|fault|bp]
  *             -- prog args...
+ *   vc-tracer --host-profile     this CPU's CPUID and XCR0 in the profile format
+ *   vc-tracer --print-cpuid      leaves 0 and 1 and XCR0 as this process sees
+ *                                them (the backend's self-test traces it)
  *
  * How the program is made to see the model
  * ----------------------------------------
@@ -17,24 +20,36 @@
  *   bp     When the kernel or CPU has no CPUID faulting (arch_prctl: ENODEV,
  *          e.g. AMD guests), the profile lists the CPUID instructions of the
  *          images (found by decoding them, see backends/ptrace_profile.py);
- *          each gets an int3 and is answered the same way.  A CPUID outside
- *          the listed images (JIT code) would see the host: that is the limit.
+ *          each gets an int3 and is answered the same way.
  * XGETBV: never trapped by the hardware; the profile lists its occurrences in
  *          the images and each gets an int3: XGETBV(0) answers the model's
  *          XCR0, other ECX values execute the real instruction.
+ * While single-stepping, the bytes at RIP are looked at before each step: a
+ *          CPUID or XGETBV(0) is emulated wherever it is (JIT, dlopen'd or
+ *          LD_PRELOAD'ed code included), in both modes.  The limit of bp
+ *          mode: such code outside the listed images that runs *outside* a
+ *          region sees the host's CPUID.
  * Images mapped later (dlopen, ld.so loading libc) are armed when an
- * mmap/mprotect with PROT_EXEC returns (the tracee runs under PTRACE_SYSCALL).
+ * mmap/mprotect with PROT_EXEC returns (the tracee runs under PTRACE_SYSCALL;
+ * a stepped thread's mapping syscalls are recognised at their step).
  *
  * SSC marks (`mov ebx, imm32; 64 67 90`) are listed in the profile too; their
  * `64` byte gets an int3.  EBX=0x111 starts single-stepping the thread that hit
- * it, 0x222 stops.  While stepping we count every instruction by its address
- * before it executes (a rep-prefixed instruction that single-steps once per
- * iteration is counted once per visit).
+ * it, 0x222 stops.  A thread or process created by a stepping thread (clone,
+ * fork, vfork) is stepped from its first instruction until it stops at a mark
+ * or ends.  An instruction is counted when its step completes (the step trap,
+ * or our emulation), so one interrupted by a signal is counted once, when it
+ * finally runs; the handler's code ran and is counted.  A rep-prefixed
+ * instruction that single-steps once per iteration is counted once per visit.
  *
  * Profile file (text, one record per line, numbers in hex without 0x):
  *   cpuid LEAF SUBLEAF EAX EBX ECX EDX
  *   xcr0 VALUE
  *   site cpuid|xgetbv|mark FILEOFFSET PATH     (PATH = rest of the line)
+ *   image PATH          an image whose sites were searched (it may have none)
+ * An executable file mapping that is neither a listed image nor holds a site
+ * is reported as `unscanned PATH` in the output: its CPUID / XGETBV outside a
+ * region are not intercepted in bp mode (XGETBV in no mode).
  * Output file: see write_output().
  */
 #include <errno.h>
@@ -88,7 +103,7 @@ struct space {         /* one address space (process) */
     int id;
     pid_t tgid;
     bool fault;        /* CPUID faulting active in this process */
-    bool maps_saved;
+    char *maps;        /* union of the /proc/PID/maps lines seen while stepping */
     struct bp *bps;
     size_t nbps, capbps;
 };
@@ -97,9 +112,20 @@ struct thread {
     pid_t tid;
     struct space *sp;
     bool stepping;
-    bool exec_pending; /* inject + arm at the execve's syscall-exit stop */
+    bool ever_stepped;  /* counted in n_threads_stepped */
+    bool exec_pending;  /* inject + arm at the execve's syscall-exit stop */
     bool new_stop_seen;
-    uint64_t last_rip;
+    bool creator_seen;  /* the creator's CLONE/FORK/VFORK event was handled */
+    bool held;          /* first stop seen before the creator's event: wait */
+    /* The single step in flight: the instruction at pending_rip was about to
+     * run when the step was issued; it is counted when the step completes
+     * (the step trap, or our emulation of it), never before: a signal can
+     * stop the thread before it runs. */
+    bool pending;
+    bool sig_injected;  /* the step in flight delivers a signal first */
+    bool exec_map;      /* the step in flight is an mmap/mprotect(PROT_EXEC) */
+    uint64_t pending_rip;
+    uint64_t last_rip;  /* last counted instruction (rep iterations) */
     uint64_t sc_nr, sc_prot;
 };
 
@@ -119,6 +145,8 @@ static uint64_t xcr0_model = 0x7;
 static bool have_xcr0;
 static struct site *sites;
 static size_t nsites;
+static char **images, **unscanned; /* profile `image` records; reported paths */
+static size_t nimages, nunscanned;
 static enum cpuid_mode want_mode = MODE_AUTO;
 static uint64_t max_steps = 200000000ull;
 
@@ -131,10 +159,9 @@ static struct rec *recs;
 static size_t caprecs, nrecs;
 
 static uint64_t n_cpuid, n_xgetbv, n_steps, n_regions, n_inject_ok, n_inject_fail;
+static uint64_t n_threads_stepped, n_cpuid_stepped, n_xgetbv_stepped;
 static long last_inject_rc;
 static bool truncated;
-static char *maps_text;   /* accumulated "maps" sections */
-static size_t maps_len, maps_cap;
 
 static void die(const char *fmt, ...)
 {
@@ -153,17 +180,6 @@ static void *xrealloc(void *p, size_t n)
     if (!q)
         die("out of memory");
     return q;
-}
-
-static void append_maps(const char *s, size_t n)
-{
-    if (maps_len + n + 1 > maps_cap) {
-        maps_cap = (maps_len + n + 1) * 2;
-        maps_text = xrealloc(maps_text, maps_cap);
-    }
-    memcpy(maps_text + maps_len, s, n);
-    maps_len += n;
-    maps_text[maps_len] = 0;
 }
 
 /* ---- profile ------------------------------------------------------------ */
@@ -194,6 +210,9 @@ static void load_profile(const char *path)
             if (sscanf(line + 5, "%" SCNx64, &xcr0_model) != 1)
                 die("%s:%d: bad xcr0 line", path, lineno);
             have_xcr0 = true;
+        } else if (!strncmp(line, "image ", 6)) {
+            images = xrealloc(images, (nimages + 1) * sizeof *images);
+            images[nimages++] = strdup(line + 6);
         } else if (!strncmp(line, "site ", 5)) {
             char kind[16];
             uint64_t off;
@@ -358,14 +377,6 @@ static struct space *new_space(pid_t tgid, const struct space *copy_from)
     return sp;
 }
 
-static struct space *space_of_tgid(pid_t tgid)
-{
-    for (size_t i = nspaces; i-- > 0;)
-        if (spaces[i]->tgid == tgid)
-            return spaces[i];
-    return NULL;
-}
-
 static struct thread *find_thread(pid_t tid)
 {
     for (size_t i = 0; i < nthreads; i++)
@@ -443,6 +454,22 @@ static char *read_maps(pid_t pid)
 
 static const uint8_t site_first_byte[] = {0x0f, 0x0f, 0x64};
 
+/* Note an executable file mapping the profile knows nothing about. */
+static void check_scanned(const char *img)
+{
+    for (size_t i = 0; i < nimages; i++)
+        if (!strcmp(images[i], img))
+            return;
+    for (size_t i = 0; i < nsites; i++)
+        if (!strcmp(sites[i].path, img))
+            return;
+    for (size_t i = 0; i < nunscanned; i++)
+        if (!strcmp(unscanned[i], img))
+            return;
+    unscanned = xrealloc(unscanned, (nunscanned + 1) * sizeof *unscanned);
+    unscanned[nunscanned++] = strdup(img);
+}
+
 /* Arm every profile site that falls in an executable mapping of `sp` and is
  * not armed yet.  The byte found must be the one the site expects (the file
  * on disk and the mapping agree), else the site is left alone. */
@@ -460,6 +487,7 @@ static void arm_space(struct space *sp, pid_t pid)
         if (perms[2] != 'x' || line[pos] != '/')
             continue;
         const char *img = line + pos;
+        check_scanned(img);
         for (size_t i = 0; i < nsites; i++) {
             const struct site *s = &sites[i];
             if (s->kind == SITE_CPUID && sp->fault)
@@ -482,22 +510,34 @@ static void arm_space(struct space *sp, pid_t pid)
     free(maps);
 }
 
-static void save_maps(struct space *sp, pid_t pid)
+/* Add the lines of the process's current maps that `sp->maps` lacks: the
+ * maps of a stepped process are read when its first thread starts stepping
+ * and again after every executable mapping made meanwhile, so code mapped
+ * inside the region (dlopen) is located too.  A union, not a snapshot: an
+ * image unmapped before the end keeps its lines. */
+static void merge_maps(struct space *sp, pid_t pid)
 {
-    if (sp->maps_saved)
+    char *now = read_maps(pid);
+    if (!now)
         return;
-    char *maps = read_maps(pid);
-    if (!maps)
-        return;
-    char hdr[64];
-    int n = snprintf(hdr, sizeof hdr, "maps %d %d\n", sp->id, (int)sp->tgid);
-    append_maps(hdr, (size_t)n);
-    append_maps(maps, strlen(maps));
-    if (maps_len && maps_text[maps_len - 1] != '\n')
-        append_maps("\n", 1);
-    append_maps("endmaps\n", 8);
-    free(maps);
-    sp->maps_saved = true;
+    size_t have = sp->maps ? strlen(sp->maps) : 0;
+    for (char *line = strtok(now, "\n"); line; line = strtok(NULL, "\n")) {
+        size_t n = strlen(line);
+        bool found = false;
+        for (const char *p = sp->maps; p && (p = strstr(p, line)) != NULL; p++)
+            if ((p == sp->maps || p[-1] == '\n') && p[n] == '\n') {
+                found = true;
+                break;
+            }
+        if (found)
+            continue;
+        sp->maps = xrealloc(sp->maps, have + n + 2);
+        memcpy(sp->maps + have, line, n);
+        have += n;
+        sp->maps[have++] = '\n';
+        sp->maps[have] = 0;
+    }
+    free(now);
 }
 
 /* ---- registers --------------------------------------------------------------- */
@@ -636,23 +676,47 @@ static struct rec *rec_lookup(uint64_t addr, int space)
     return &recs[j];
 }
 
-/* Count one execution of the instruction at `rip` in thread t. */
-static void record(struct thread *t, uint64_t rip)
+/* The record of the instruction at `rip` in t's address space, its bytes
+ * read on first sight (the original bytes, not our int3s).  Code is assumed
+ * not to change at an address once executed there (JIT code rewritten in
+ * place inside one region would be shown with its first bytes). */
+static struct rec *rec_at(struct thread *t, uint64_t rip)
 {
     struct rec *r = rec_lookup(rip, t->sp->id);
     if (r->len == 0) {
         r->len = (uint8_t)read_mem(t->tid, rip, r->bytes, sizeof r->bytes);
-        /* Show the original bytes, not our int3s. */
         for (size_t i = 0; i < r->len; i++) {
             struct bp *b = find_bp(t->sp, rip + i);
             if (b)
                 r->bytes[i] = b->orig;
         }
     }
+    return r;
+}
+
+/* Count one completed execution of the instruction at `rip` in thread t. */
+static void commit(struct thread *t, uint64_t rip)
+{
+    struct rec *r = rec_at(t, rip);
     bool again = rip == t->last_rip && has_rep_prefix(r->bytes, r->len);
     t->last_rip = rip;
+    n_steps++;
     if (!again)
         r->count++;
+}
+
+/* Thread t starts stepping (a start mark, or created by a stepping thread). */
+static void start_stepping(struct thread *t)
+{
+    t->stepping = true;
+    t->pending = false;
+    t->last_rip = 0;
+    if (!t->ever_stepped) {
+        t->ever_stepped = true;
+        n_threads_stepped++;
+    }
+    if (!t->sp->maps)
+        merge_maps(t->sp, t->tid);
 }
 
 /* ---- emulation ------------------------------------------------------------------ */
@@ -669,6 +733,16 @@ static void emulate_cpuid(pid_t pid, struct user_regs_struct *r)
     n_cpuid++;
 }
 
+/* XGETBV(0) answers the model's XCR0 (the caller checked ECX == 0). */
+static void emulate_xgetbv(pid_t pid, struct user_regs_struct *r)
+{
+    r->rax = (uint32_t)xcr0_model;
+    r->rdx = (uint32_t)(xcr0_model >> 32);
+    r->rip += 3;
+    set_regs(pid, r);
+    n_xgetbv++;
+}
+
 /* Execute the original instruction under a breakpoint once (restore the
  * byte, single-step, re-arm).  Other threads of the process could pass the
  * site unseen meanwhile; only used for the rare XGETBV with ECX != 0. */
@@ -680,48 +754,52 @@ static void step_over(struct thread *t, struct bp *b)
     poke_byte(t->tid, b->addr, 0xcc);
 }
 
-/* Handle the breakpoint at r->rip (RIP already points at the site).  Returns
- * true when the instruction is done (and counted if `counting`), false when
- * it is a stop mark (nothing executed, stepping ends). */
-static bool run_site(struct thread *t, struct bp *b, struct user_regs_struct *r)
+/* Handle the breakpoint at r->rip (RIP already points at the site). */
+static void run_site(struct thread *t, struct bp *b, struct user_regs_struct *r)
 {
     switch (b->kind) {
     case SITE_CPUID:
         emulate_cpuid(t->tid, r);
-        return true;
+        break;
     case SITE_XGETBV:
         if ((uint32_t)r->rcx == 0) {
-            r->rax = (uint32_t)xcr0_model;
-            r->rdx = (uint32_t)(xcr0_model >> 32);
-            r->rip += 3;
-            set_regs(t->tid, r);
-            n_xgetbv++;
+            emulate_xgetbv(t->tid, r);
         } else {
             step_over(t, b);
             get_regs(t->tid, r);
         }
-        return true;
+        break;
     case SITE_MARK:
         r->rip += 3;
         set_regs(t->tid, r);
         if ((uint32_t)r->rbx == MARK_START && !t->stepping && !truncated) {
-            t->stepping = true;
-            t->last_rip = 0;
             n_regions++;
-            save_maps(t->sp, t->tid);
+            start_stepping(t);
         } else if ((uint32_t)r->rbx == MARK_STOP) {
             t->stepping = false;
         }
-        return true;
+        break;
     }
-    return true;
 }
 
-/* Resume a stopped thread: single-step when it is in a marked region (count
- * the instruction about to run first), else run to the next syscall stop. */
+/* Resume a stopped thread: single-step when it is in a marked region, else
+ * run to the next syscall stop.  A step already in flight (the thread was
+ * stopped by an event or a signal before the step completed) is continued,
+ * not restarted: its instruction is counted once, when it completes.
+ *
+ * Before a new step the instruction at RIP is looked at: marks and armed
+ * sites are handled as at a breakpoint, and a CPUID or XGETBV(0) is
+ * emulated wherever it is (unlisted images, dlopen'd or JIT code): stepped
+ * code never sees the host's CPUID, in either CPUID mode. */
 static void resume(struct thread *t, int sig)
 {
     while (t->stepping) {
+        if (t->pending) {
+            if (sig)
+                t->sig_injected = true;
+            ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig);
+            return;
+        }
         if (n_steps >= max_steps) {
             truncated = true;
             for (size_t i = 0; i < nthreads; i++)
@@ -735,23 +813,61 @@ static void resume(struct thread *t, int sig)
         if (errno)
             return; /* thread vanished; its exit is reported by waitpid */
         struct bp *b = find_bp(t->sp, rip);
-        if (!b) {
-            record(t, rip);
-            n_steps++;
-            if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) == 0)
-                return;
-            return;
-        }
-        get_regs(t->tid, &r);
-        if (b->kind == SITE_MARK) {
-            run_site(t, b, &r); /* a mark: not counted */
+        if (b) {
+            get_regs(t->tid, &r);
+            if (b->kind != SITE_MARK) /* a mark is not counted */
+                commit(t, rip);
+            run_site(t, b, &r);
             continue;
         }
-        record(t, rip);
-        n_steps++;
-        run_site(t, b, &r);
+        const struct rec *code = rec_at(t, rip);
+        if (code->len >= 2 && code->bytes[0] == 0x0f && code->bytes[1] == 0xa2) {
+            get_regs(t->tid, &r);
+            commit(t, rip);
+            emulate_cpuid(t->tid, &r);
+            n_cpuid_stepped++;
+            continue;
+        }
+        if (code->len >= 3 && code->bytes[0] == 0x0f && code->bytes[1] == 0x01 &&
+            code->bytes[2] == 0xd0) {
+            get_regs(t->tid, &r);
+            if ((uint32_t)r.rcx == 0) {
+                commit(t, rip);
+                emulate_xgetbv(t->tid, &r);
+                n_xgetbv_stepped++;
+                continue;
+            }
+        }
+        t->exec_map = false;
+        if (code->len >= 2 && code->bytes[0] == 0x0f && code->bytes[1] == 0x05) {
+            /* a syscall: an executable mapping made inside the region gets
+             * its sites armed and its maps lines read once it returns */
+            get_regs(t->tid, &r);
+            t->exec_map = (r.rax == 9 || r.rax == 10) && (r.rdx & PROT_EXEC_BIT);
+        }
+        t->pending = true;
+        t->pending_rip = rip;
+        t->sig_injected = sig != 0;
+        ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig);
+        return;
     }
+    t->pending = false;
     ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)(long)sig);
+}
+
+/* The step in flight completed (a step trap): count its instruction. */
+static void step_completed(struct thread *t)
+{
+    if (!t->pending)
+        return;
+    t->pending = false;
+    if (t->stepping)
+        commit(t, t->pending_rip);
+    if (t->exec_map) {
+        t->exec_map = false;
+        arm_space(t->sp, t->tid);
+        merge_maps(t->sp, t->tid);
+    }
 }
 
 /* ---- output ----------------------------------------------------------------------- */
@@ -778,11 +894,18 @@ static void write_output(const char *path, int exit_kind, int exit_val)
     fprintf(f, "steps %" PRIu64 "\n", n_steps);
     fprintf(f, "regions %" PRIu64 "\n", n_regions);
     fprintf(f, "truncated %d\n", truncated ? 1 : 0);
+    fprintf(f, "threads_stepped %" PRIu64 "\n", n_threads_stepped);
+    fprintf(f, "cpuid_stepped %" PRIu64 "\n", n_cpuid_stepped);
+    fprintf(f, "xgetbv_stepped %" PRIu64 "\n", n_xgetbv_stepped);
     for (size_t i = 0; i < nspaces; i++)
         fprintf(f, "space %d %d bps %zu fault %d\n", spaces[i]->id, (int)spaces[i]->tgid,
                 spaces[i]->nbps, spaces[i]->fault ? 1 : 0);
-    if (maps_len)
-        fwrite(maps_text, 1, maps_len, f);
+    for (size_t i = 0; i < nunscanned; i++)
+        fprintf(f, "unscanned %s\n", unscanned[i]);
+    for (size_t i = 0; i < nspaces; i++)
+        if (spaces[i]->maps)
+            fprintf(f, "maps %d %d\n%sendmaps\n", spaces[i]->id, (int)spaces[i]->tgid,
+                    spaces[i]->maps);
     size_t n = 0;
     struct rec *list = xrealloc(NULL, (nrecs ? nrecs : 1) * sizeof *list);
     for (size_t i = 0; i < caprecs; i++)
@@ -803,11 +926,62 @@ static void write_output(const char *path, int exit_kind, int exit_val)
         die("cannot write %s: %s", path, strerror(errno));
 }
 
+/* ---- host CPUID ------------------------------------------------------------------ */
+static uint64_t host_xcr0(void)
+{
+    unsigned a, b, c, d;
+    __cpuid(1, a, b, c, d);
+    if (!(c & (1u << 27))) /* no OSXSAVE: XGETBV would fault */
+        return 0;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static void print_leaf(uint32_t leaf, uint32_t sub)
+{
+    unsigned a, b, c, d;
+    __cpuid_count(leaf, sub, a, b, c, d);
+    if (sub && !(a | b | c | d))
+        return;
+    printf("cpuid %x %x %x %x %x %x\n", leaf, sub, a, b, c, d);
+}
+
+/* --host-profile: this CPU as a profile (every basic and extended leaf, the
+ * first 64 subleaves of subleaf-indexed ones, XCR0): running a program under
+ * it answers every CPUID as the host would. */
+static int print_host_profile(void)
+{
+    unsigned max_basic, max_ext, b, c, d;
+    __cpuid(0, max_basic, b, c, d);
+    __cpuid(0x80000000u, max_ext, b, c, d);
+    for (uint32_t l = 0; l <= max_basic && l < 0x100; l++)
+        for (uint32_t s = 0; s < (subleaf_indexed(l) ? 64u : 1u); s++)
+            print_leaf(l, s);
+    for (uint32_t l = 0x80000000u; l <= max_ext && l < 0x80000100u; l++)
+        for (uint32_t s = 0; s < (subleaf_indexed(l) ? 64u : 1u); s++)
+            print_leaf(l, s);
+    printf("xcr0 %" PRIx64 "\n", host_xcr0());
+    return 0;
+}
+
+/* --print-cpuid: what this process sees (leaves 0 and 1, XGETBV(0)) in the
+ * profile's format: the backend's self-test runs it under the tracer and
+ * compares with the profile it gave. */
+static int print_seen_cpuid(void)
+{
+    print_leaf(0, 0);
+    print_leaf(1, 0);
+    printf("xcr0 %" PRIx64 "\n", host_xcr0());
+    return 0;
+}
+
 /* ---- main loop --------------------------------------------------------------------- */
 static void usage(void)
 {
     fputs("usage: vc-tracer --profile FILE --out FILE [--max-steps N] "
-          "[--cpuid-mode auto|fault|bp] -- prog args...\n",
+          "[--cpuid-mode auto|fault|bp] -- prog args...\n"
+          "       vc-tracer --host-profile | --print-cpuid | --version\n",
           stderr);
     exit(2);
 }
@@ -858,6 +1032,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--version")) {
             puts("vc-tracer 1");
             return 0;
+        } else if (!strcmp(argv[i], "--host-profile") && argc == 2) {
+            return print_host_profile();
+        } else if (!strcmp(argv[i], "--print-cpuid") && argc == 2) {
+            return print_seen_cpuid();
         } else {
             usage();
         }
@@ -906,6 +1084,13 @@ int main(int argc, char **argv)
         }
         struct thread *t = find_thread(pid);
         if (WIFEXITED(st) || WIFSIGNALED(st)) {
+            /* A thread that ends while stepping its exit / exit_group
+             * syscall did run it; any other pending step did not run. */
+            if (t && t->pending && t->stepping && WIFEXITED(st)) {
+                const struct rec *code = rec_at(t, t->pending_rip);
+                if (code->len >= 2 && code->bytes[0] == 0x0f && code->bytes[1] == 0x05)
+                    commit(t, t->pending_rip);
+            }
             if (pid == child) {
                 exit_kind = WIFEXITED(st) ? 0 : 1;
                 exit_val = WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st);
@@ -923,38 +1108,50 @@ int main(int argc, char **argv)
         if (!WIFSTOPPED(st))
             continue;
         if (!t) {
-            /* A new clone/fork child whose first stop beat the parent's event. */
-            pid_t tgid = tgid_of(pid);
-            struct space *sp = space_of_tgid(tgid);
-            if (!sp) {
-                /* a new process: same memory image (and int3s) as its parent */
-                char path[64], line[256];
-                pid_t ppid = 0;
-                snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-                FILE *f = fopen(path, "r");
-                while (f && fgets(line, sizeof line, f))
-                    if (!strncmp(line, "PPid:", 5))
-                        ppid = (pid_t)atoi(line + 5);
-                if (f)
-                    fclose(f);
-                struct space *parent = space_of_tgid(ppid);
-                sp = new_space(tgid, parent);
-            }
-            t = add_thread(pid, sp);
+            /* A new clone/fork child whose first stop beat its creator's
+             * event: hold it stopped until the event says whether it was
+             * created inside a region (and so must be stepped). */
+            t = add_thread(pid, NULL);
+            t->held = true;
+            t->new_stop_seen = true;
+            continue;
         }
         int sig = WSTOPSIG(st);
         unsigned event = (unsigned)st >> 16;
         if (event) {
+            unsigned long msg = 0;
+            ptrace(PTRACE_GETEVENTMSG, pid, NULL, &msg);
             if (event == PTRACE_EVENT_EXEC) {
-                unsigned long former = 0;
-                ptrace(PTRACE_GETEVENTMSG, pid, NULL, &former);
                 /* other threads of the old image are gone; if a non-leader
-                 * exec'd, its tid became the leader's */
+                 * exec'd, its tid became the leader's.  The execve ran. */
+                if (t->pending && t->stepping)
+                    commit(t, t->pending_rip);
+                t->pending = false;
                 t->exec_pending = true;
                 t->stepping = false;
+            } else if (event == PTRACE_EVENT_CLONE || event == PTRACE_EVENT_FORK ||
+                       event == PTRACE_EVENT_VFORK) {
+                /* The new thread or process starts where its creator is: in
+                 * a region if the creator steps.  A thread shares the
+                 * creator's space; a process gets a copy (same memory
+                 * image, same int3s). */
+                pid_t ntid = (pid_t)msg;
+                struct thread *c = find_thread(ntid);
+                if (!c)
+                    c = add_thread(ntid, NULL);
+                if (!c->sp) {
+                    pid_t tg = tgid_of(ntid);
+                    c->sp = tg == t->sp->tgid ? t->sp : new_space(tg, t->sp);
+                }
+                c->creator_seen = true;
+                if (t->stepping && !truncated)
+                    start_stepping(c);
+                if (c->held) {
+                    c->held = false;
+                    resume(c, 0);
+                }
             }
-            /* CLONE/FORK/VFORK: the child is picked up at its first stop. */
-            resume(t, 0);
+            resume(t, 0); /* continues the step in flight (clone, fork...) */
             continue;
         }
         if (sig == (SIGTRAP | 0x80)) {
@@ -982,17 +1179,37 @@ int main(int argc, char **argv)
                     resume(t, 0);
                     continue;
                 }
-            } else if (si.si_code == TRAP_TRACE || (si.si_code == TRAP_BRKPT && t->stepping)) {
-                /* Single-step done.  A step over `syscall` reports TRAP_BRKPT
-                 * (the kernel's syscall-exit step report), others TRAP_TRACE;
-                 * a step trap after the region ended is dropped too. */
+            } else if ((si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT) && t->pending) {
+                /* The step completed: a step over `syscall` reports
+                 * TRAP_BRKPT (the kernel's syscall-exit step report), others
+                 * TRAP_TRACE. */
+                step_completed(t);
                 resume(t, 0);
+                continue;
+            } else if (si.si_code == SIGTRAP && t->pending && t->sig_injected) {
+                /* The step delivered a signal: the kernel built the handler's
+                 * frame and stops at the handler's first instruction
+                 * (ptrace_notify from signal delivery, si_code SIGTRAP).  The
+                 * interrupted instruction has not run; it runs (and is
+                 * counted) after the handler returns. */
+                t->pending = false;
+                resume(t, 0);
+                continue;
+            } else if (si.si_code == TRAP_TRACE) {
+                resume(t, 0); /* a stray step trap after the region ended */
                 continue;
             }
         } else if (sig == SIGSEGV && t->sp && t->sp->fault) {
             get_regs(pid, &r);
             uint8_t code[2];
             if (read_mem(pid, r.rip, code, 2) == 2 && code[0] == 0x0f && code[1] == 0xa2) {
+                /* a CPUID under faulting; if it was a step in flight, it
+                 * completes here */
+                if (t->pending && t->pending_rip == r.rip) {
+                    t->pending = false;
+                    if (t->stepping)
+                        commit(t, r.rip);
+                }
                 emulate_cpuid(pid, &r);
                 resume(t, 0);
                 continue;
