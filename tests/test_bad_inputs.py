@@ -29,7 +29,7 @@ from sdematrix.cli import main
 
 DATA = Path(__file__).resolve().parent / "data" / "matrix"
 BAD_MATRICES = sorted(DATA.glob("bad_*.yaml"))
-VALID = "p4p, wsm, snb"  # the start of the shipped matrix's list of CPU names
+VALID = "p4p, mrm, pnr, nhm, wsm"  # the start of the shipped matrix's list of CPU names
 
 
 def _marked_line(path: Path) -> int:

@@ -32,11 +32,11 @@ def _failed(results: dict) -> dict[str, list[str]]:
 
 def test_expecting_avx512_for_cfb8_on_spr(tmp_path: Path) -> None:
     text = SHIPPED.read_text()
-    assert "  overrides: {}\n" in text
+    assert "  overrides:\n" in text
     edited = tmp_path / "m.yaml"
     edited.write_text(text.replace(
-        "  overrides: {}\n",
-        "  overrides: {spr.cfb8.encrypt: avx512, spr.cfb8.decrypt: avx512}\n",
+        "  overrides:\n",
+        "  overrides:\n    spr.cfb8.encrypt: avx512\n    spr.cfb8.decrypt: avx512\n",
     ))  # fmt: skip
     p, results = _run(edited, tmp_path / "out")
     assert p.returncode == 1, p.stderr

@@ -129,9 +129,10 @@ def test_misbehaving_probe_makes_error_cells_and_the_run_goes_on(
         case = cases[name]
         assert case.status == c["status"], name
         if behaviour == "report":
-            # judged like any report: no marked region ran, the digest is zeros
-            assert c["status"] == "fail", (name, c["reasons"])
-            assert any(x.startswith("digest: expected ") for x in c["reasons"]), c["reasons"]
+            # a report with no marked region behind it: no evidence, an error
+            # (never judged as if the path had run)
+            assert c["status"] == "error", (name, c["reasons"])
+            assert c["reasons"][0].startswith("empty region: "), c["reasons"]
             continue
         assert c["status"] == "error", (name, c["status"], c["reasons"])
         if behaviour == "orphan":
