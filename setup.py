@@ -1,6 +1,11 @@
 """Build for the `sdematrix` distribution: the cffi extension vaescrypt._native,
-the CPython extension vaescrypt._fastcall and the helper executables
-sdematrix/_bin/{vc-probe,vc-tracer}.
+the CPython extension vaescrypt._fastcall, the benchmark-only cffi extension
+vaescrypt._bench and the helper executables sdematrix/_bin/{vc-probe,vc-tracer}.
+
+vaescrypt._bench is the library objects again plus native/bench/*.c (C timing
+loops, OpenSSL through dlopen, the zmm roof/floor loops); only
+`python -m vaescrypt.bench` imports it, so the production extension and
+`import vaescrypt` carry no benchmark code.
 
 Our C is compiled with the project's strict flags (see src/vaescrypt/_buildinfo.py)
 into objects that the cffi wrapper links as extra_objects; the generated wrapper
@@ -41,8 +46,16 @@ ffibuilder = FFI()
 ffibuilder.cdef(bi.read_cdef(ROOT))
 ffibuilder.set_source(
     "vaescrypt._native",
-    '#include "vaescrypt.h"\n#include "vc_dispatch_hooks.h"\n#include "vc_bench.h"\n',
+    '#include "vaescrypt.h"\n#include "vc_dispatch_hooks.h"\n',
     include_dirs=[str(d) for d in bi.include_dirs(ROOT)],
+)
+
+benchbuilder = FFI()
+benchbuilder.cdef(bi.read_bench_cdef(ROOT))
+benchbuilder.set_source(
+    "vaescrypt._bench",
+    '#include "vc_bench.h"\n',
+    include_dirs=[str(d) for d in bi.bench_include_dirs(ROOT)],
 )
 
 fastcall = Extension(
@@ -62,11 +75,17 @@ class BuildNative(build_ext):
     def run(self) -> None:
         work = Path(self.build_temp) / "vaescrypt-native"
         objs = bi.compile_objects(bi.library_sources(ROOT), work / "lib", root=ROOT)
+        bench_objs = bi.compile_objects(bi.bench_sources(ROOT), work / "bench", root=ROOT)
         for ext in self.extensions:
             if ext.name == "vaescrypt._native":
                 ext.extra_objects = [str(o) for o in objs]
                 ext.extra_link_args = [*ext.extra_link_args, *bi.link_flags()]
                 ext.depends = [*ext.depends, *(str(s) for s in bi.library_sources(ROOT))]
+            elif ext.name == "vaescrypt._bench":
+                ext.extra_objects = [str(o) for o in [*objs, *bench_objs]]
+                ext.extra_link_args = [*ext.extra_link_args, *bi.link_flags()]
+                ext.depends = [*ext.depends, *(str(s) for s in
+                                               [*bi.library_sources(ROOT), *bi.bench_sources(ROOT)])]
         super().run()
 
         if self.inplace:
@@ -86,7 +105,7 @@ class BuildNative(build_ext):
 
 if __name__ == "__main__":
     setup(
-        cffi_modules=["setup.py:ffibuilder"],
+        cffi_modules=["setup.py:ffibuilder", "setup.py:benchbuilder"],
         ext_modules=[fastcall],
         cmdclass={"build_ext": BuildNative},
     )

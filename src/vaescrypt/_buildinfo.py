@@ -35,6 +35,7 @@ SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address,undefined", "-fno-omit-fr
 THREAD_FLAGS: tuple[str, ...] = ("-pthread",)
 
 CDEF_RELPATH = Path("src/vaescrypt/_cdef.h")
+BENCH_CDEF_RELPATH = Path("src/vaescrypt/_bench_cdef.h")
 
 
 class BuildError(RuntimeError):
@@ -59,6 +60,15 @@ def library_sources(root: Path = REPO_ROOT) -> list[Path]:
     return sorted((root / "native").glob("*.c")) + sorted((root / "dispatch").glob("*.c"))
 
 
+def bench_sources(root: Path = REPO_ROOT) -> list[Path]:
+    """native/bench/*.c: the benchmark loops, built only into vaescrypt._bench."""
+    return sorted((root / "native" / "bench").glob("*.c"))
+
+
+def bench_include_dirs(root: Path = REPO_ROOT) -> list[Path]:
+    return [*include_dirs(root), root / "native" / "bench"]
+
+
 def _has_main(paths: Iterable[Path]) -> bool:
     return any("main(" in p.read_text(errors="replace") for p in paths)
 
@@ -77,6 +87,10 @@ def tracer_sources(root: Path = REPO_ROOT) -> list[Path]:
 
 def read_cdef(root: Path = REPO_ROOT) -> str:
     return (root / CDEF_RELPATH).read_text()
+
+
+def read_bench_cdef(root: Path = REPO_ROOT) -> str:
+    return (root / BENCH_CDEF_RELPATH).read_text()
 
 
 def our_cflags(defines: Sequence[str] = ()) -> list[str]:

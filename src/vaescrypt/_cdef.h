@@ -145,11 +145,3 @@ void vc_cfb_stream_free(vc_cfb_stream *s);
 int vc_cfb_stream_update(vc_cfb_stream *s, const uint8_t *in, uint8_t *out, size_t len);
 
 const char *vc_version(void);
-
-/* bench (vc_bench.h) */
-double vc_bench_lib(int mode, int dir, int path, unsigned key_bits, size_t size, double seconds);
-double vc_bench_keysetup(int mode, int path, unsigned key_bits, double seconds);
-double vc_bench_openssl(int mode, int dir, unsigned key_bits, size_t size, double seconds);
-const char *vc_bench_openssl_version(void);
-double vc_bench_roof(unsigned key_bits, size_t size, double seconds);
-double vc_bench_floor(unsigned key_bits, size_t size, double seconds);

@@ -282,9 +282,15 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
     try:
         import vaescrypt
         from vaescrypt._names import dir_id, mode_id, path_id
-        from vaescrypt._native import ffi, lib
     except ImportError as e:
         raise BenchError(f"cannot import the vaescrypt binding: {e}") from None
+    try:
+        # The C loops live in their own extension (native/bench/), which only
+        # this module loads: the production vaescrypt._native has none of them.
+        from vaescrypt._bench import ffi, lib
+    except ImportError as e:
+        raise BenchError(f"cannot import the benchmark extension vaescrypt._bench "
+                         f"(build it with `python3 setup.py build_ext --inplace`): {e}") from None
     if opts.paths:
         for p in opts.paths:
             if p not in vaescrypt.PATHS:
@@ -363,13 +369,13 @@ def _keysetup(opts: Options, lib: Any, key: bytes, bits: int,
               per_round: float) -> dict[str, float | None]:
     """Nanoseconds per key set-up: C loop (new + free), and the Python objects."""
     import vaescrypt
-    from vaescrypt._names import mode_id
+    from vaescrypt._names import impl_id, mode_id
 
+    auto = impl_id("auto")
     out: dict[str, float | None] = {
-        "c_gcm_key_new_ns": _c_value(lib.vc_bench_keysetup(mode_id("gcm"), int(lib.VC_PATH_AUTO),
-                                                           bits, opts.seconds)),
-        "c_cfb_key_new_ns": _c_value(lib.vc_bench_keysetup(mode_id("cfb128"),
-                                                           int(lib.VC_PATH_AUTO), bits,
+        "c_gcm_key_new_ns": _c_value(lib.vc_bench_keysetup(mode_id("gcm"), auto, bits,
+                                                           opts.seconds)),
+        "c_cfb_key_new_ns": _c_value(lib.vc_bench_keysetup(mode_id("cfb128"), auto, bits,
                                                            opts.seconds)),
         "py_vaescrypt_AESGCM_ns": None,
         "py_cryptography_AESGCM_ns": None,

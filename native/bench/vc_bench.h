@@ -1,6 +1,11 @@
 /*
  * vc_bench.h - C-loop throughput measurements for `python -m vaescrypt.bench`.
  *
+ * Not part of the library: native/bench/ is compiled only into the separate
+ * extension vaescrypt._bench (its own copy of the library objects plus
+ * bench.c), which nothing but vaescrypt.bench imports.  The production
+ * extension vaescrypt._native carries no benchmark code and no dlopen.
+ *
  * Every function runs one operation repeatedly in C for about `seconds` and
  * returns MB/s (10^6 bytes of message per second), or a negative number when
  * the point cannot be measured (a vc_status for the library, -1 when

@@ -1,0 +1,139 @@
+"""Build the libFuzzer differential harness tests/fuzz/vc_fuzz_paths.c.
+
+    python3 tests/fuzz/build_fuzzer.py OUT_DIR      # -> OUT_DIR/vc_fuzz_paths
+
+The library (native/*.c, dispatch/*.c) is compiled with clang and
+-fsanitize=fuzzer-no-link,address,undefined (coverage feedback for libFuzzer,
+ASan and UBSan inside every tier), the harness and the link with
+-fsanitize=fuzzer,address,undefined.  UBSan does not recover: undefined
+behaviour aborts like a mismatch.  Standard library only.
+
+clang 14 (Debian 12) does not accept GCC's `prefer-vector-width=N` inside a
+target("...") attribute and would drop the whole attribute; a source that uses
+it is compiled from a copy without that item (with `#line` so diagnostics name
+the real file) and -mprefer-vector-width=N on the command line instead, which
+is the same code-generation preference.
+
+The generic AES/GHASH kernels (native/generic_*.c) are compiled without
+libFuzzer's comparison tracing (-fno-sanitize-coverage=trace-cmp): their
+constant-time loops compare only loop counters, and tracing those took over
+half the run time for nothing the fuzzer can use.  They keep the coverage
+counters, ASan and UBSan.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HARNESS = Path(__file__).resolve().parent / "vc_fuzz_paths.c"
+INSTALL_HINT = ("install Debian's clang and its libFuzzer runtime: "
+                "apt-get install clang libclang-rt-14-dev (ci/bootstrap.sh does)")
+
+SAN_LIB = ("-fsanitize=fuzzer-no-link,address,undefined",)
+SAN_BIN = ("-fsanitize=fuzzer,address,undefined",)
+COMMON = ("-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-pthread",
+          "-fno-omit-frame-pointer", "-fno-sanitize-recover=all")
+_PREFER = re.compile(r",\s*prefer-vector-width=(\d+)")
+
+
+class FuzzBuildError(RuntimeError):
+    """clang/libFuzzer missing, or a compile or link failed (message says which)."""
+
+
+def clang() -> list[str]:
+    return shlex.split(os.environ.get("VAESCRYPT_FUZZ_CC", "clang"))
+
+
+def _run(cmd: Sequence[str]) -> None:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise FuzzBuildError(f"{shlex.join(cmd)}\n{proc.stdout}{proc.stderr}")
+
+
+def check_toolchain(work: Path) -> str:
+    """clang's version line; raises FuzzBuildError unless -fsanitize=fuzzer links."""
+    cc = clang()
+    if shutil.which(cc[0]) is None:
+        raise FuzzBuildError(f"{cc[0]} not found: {INSTALL_HINT}")
+    ver = subprocess.run([*cc, "--version"], capture_output=True, text=True, check=False)
+    probe = work / "libfuzzer_probe.c"
+    probe.write_text("#include <stddef.h>\n#include <stdint.h>\n"
+                     "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);\n"
+                     "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)"
+                     " { (void)d; (void)n; return 0; }\n")
+    try:
+        _run([*cc, *SAN_BIN, str(probe), "-o", str(work / "libfuzzer_probe")])
+    except FuzzBuildError as e:
+        raise FuzzBuildError(f"{cc[0]} cannot link -fsanitize=fuzzer ({INSTALL_HINT}):\n{e}") \
+            from None
+    return ver.stdout.splitlines()[0] if ver.stdout else cc[0]
+
+
+def library_sources() -> list[Path]:
+    return sorted((ROOT / "native").glob("*.c")) + sorted((ROOT / "dispatch").glob("*.c"))
+
+
+def _includes() -> list[str]:
+    return [f"-I{ROOT / d}" for d in ("native", "native/include", "dispatch/include")]
+
+
+def _compile_cmd(src: Path, obj: Path, work: Path, extra: Sequence[str]) -> list[str]:
+    text = src.read_text()
+    flags: list[str] = []
+    if src.name.startswith("generic_"):
+        flags.append("-fno-sanitize-coverage=trace-cmp")
+    m = _PREFER.search(text)
+    if m:
+        flags.append(f"-mprefer-vector-width={m.group(1)}")
+        copy = work / f"clang_{src.name}"
+        copy.write_text(f'#line 1 "{src}"\n' + _PREFER.sub("", text))
+        src = copy
+    return [*clang(), *COMMON, *extra, *flags, *_includes(), "-c", str(src), "-o", str(obj)]
+
+
+def build(out_dir: Path, *, teeth: bool = False, jobs: int = 2) -> Path:
+    """Compile and link out_dir/vc_fuzz_paths (teeth: ...-teeth, which corrupts
+    one path's output on purpose so a test can see the mismatch caught)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = out_dir / "obj"
+    work.mkdir(exist_ok=True)
+    check_toolchain(work)
+    lib_objs = [work / (f"{s.parent.name}__{s.stem}.o") for s in library_sources()]
+    cmds = [_compile_cmd(s, o, work, SAN_LIB)
+            for s, o in zip(library_sources(), lib_objs) if not o.exists()]
+    name = "vc_fuzz_paths-teeth" if teeth else "vc_fuzz_paths"
+    harness_obj = work / f"{name}.o"
+    cmds.append([*clang(), *COMMON, *SAN_LIB, *(["-DVC_FUZZ_TEETH"] if teeth else []),
+                 *_includes(), "-c", str(HARNESS), "-o", str(harness_obj)])
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for fut in [pool.submit(_run, c) for c in cmds]:
+            fut.result()
+    dest = out_dir / name
+    _run([*clang(), *SAN_BIN, "-pthread", str(harness_obj), *(str(o) for o in lib_objs),
+          "-o", str(dest)])
+    return dest
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: build_fuzzer.py OUT_DIR", file=sys.stderr)
+        return 2
+    try:
+        print(build(Path(argv[0]).resolve()))
+    except FuzzBuildError as e:
+        print(f"build_fuzzer: {e}", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
