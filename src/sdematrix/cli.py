@@ -451,7 +451,15 @@ def cmd_exec(args: argparse.Namespace) -> int:
     """``sdematrix exec``: see :mod:`sdematrix.exec_run`."""
     from .exec_expect import load_expectations
     from .exec_report import judge_exec, summary_line, write_exec_junit, write_exec_results
-    from .exec_run import ExecError, ExecPlan, parse_region, read_stdin, run_model, workdir
+    from .exec_run import (
+        ExecError,
+        ExecPlan,
+        discover_images,
+        parse_region,
+        read_stdin,
+        run_model,
+        workdir,
+    )
     from .matrix_file import select_cpus
 
     prog = list(args.program)
@@ -471,14 +479,19 @@ def cmd_exec(args: argparse.Namespace) -> int:
     plan = ExecPlan(argv=prog, regions=regions, cpuid_mode=args.cpuid_mode,
                     timeout=args.timeout)  # fmt: skip
     missing = plan.missing_symbols()
+    if missing:  # maybe in an image the program dlopens: run it once to see
+        plan.stdin = read_stdin()
+        discover_images(plan, matrix.models[cpus[0]], workdir(None))
+        missing = plan.missing_symbols()
     if missing:
         raise ExecError(
             f"no image of {plan.exe} defines function {missing[0]!r} "
-            f"(searched {len(plan.images)} images: the program and its DT_NEEDED closure)"
+            f"(searched the {len(plan.images)} images it maps)"
         )
     if not regions:
         plan.regions = [parse_region("marks" if plan.has_marks() else "whole")]
-    plan.stdin = read_stdin()
+    if plan.stdin is None:
+        plan.stdin = read_stdin()
     out = Path(args.out) if args.out else None
     work = workdir(out)
     outcomes = []

@@ -83,6 +83,9 @@ def load_expectations(path: str | Path) -> list[Expectation]:
         raise MatrixFileError(f"{source}:{line}: schema: {where}: {msg}")
     out: list[Expectation] = []
     for i, e in enumerate(data["expectations"]):
+        if not e.get("require") and not e.get("forbid"):
+            line = _line(_find(root, ["expectations", i]))
+            raise MatrixFileError(f"{source}:{line}: expectations[{i}]: needs require or forbid")
         scope = e.get("scope", {})
         out.append(
             Expectation(

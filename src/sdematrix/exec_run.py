@@ -179,6 +179,23 @@ class ExecPlan:
         ]
 
 
+def discover_images(plan: ExecPlan, model: CpuModel, work: Path) -> None:
+    """Run the program once (output discarded) to learn the images it maps
+    beyond its DT_NEEDED closure (dlopen), for resolving function regions."""
+    regions, plan.regions = plan.regions, [Region("whole")]
+    try:
+        for _ in range(MAX_PASSES):
+            traced, _o, _e = _trace_once(plan, model, work)
+            new = [p for p in traced.nobounds if p not in plan.images and os.path.isfile(p)]
+            if not new:
+                break
+            plan.images.extend(new)
+    except (TimeoutError, RuntimeError, OSError):
+        pass
+    finally:
+        plan.regions = regions
+
+
 def _trace_once(plan: ExecPlan, model: CpuModel, work: Path) -> tuple[TracerOutput, bytes, bytes]:
     profile, out = work / f"{model.name}.profile", work / f"{model.name}.trace"
     out.unlink(missing_ok=True)
