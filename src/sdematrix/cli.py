@@ -10,6 +10,8 @@ Sub-commands::
     sdematrix explain CPU [--matrix FILE]
     sdematrix doctor [--matrix FILE] [--json]   # backends usable here, CPUID mode
     sdematrix mix FILE              # an SDE mix file, normalised to JSON on stdout
+    sdematrix exec --cpu MODELS [--region R] [--expect F] [--junit F] [--out DIR]
+                   [--allow-exit N] [--backend auto|ptrace|sde] -- PROG ARGS...
 
 ``--matrix`` defaults to ``./sde_matrix.yaml`` when it exists, else the copy
 shipped inside the package.
@@ -445,6 +447,100 @@ def cmd_mix(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_exec(args: argparse.Namespace) -> int:
+    """``sdematrix exec``: see :mod:`sdematrix.exec_run`."""
+    from .exec_expect import load_expectations
+    from .exec_report import judge_exec, summary_line, write_exec_junit, write_exec_results
+    from .exec_run import (
+        ExecError,
+        ExecPlan,
+        discover_images,
+        parse_region,
+        read_stdin,
+        run_model,
+        workdir,
+    )
+    from .matrix_file import select_cpus
+
+    prog = list(args.program)
+    if prog and prog[0] == "--":
+        prog = prog[1:]
+    if not prog:
+        raise _UsageError("exec: no program given (sdematrix exec --cpu MODELS -- PROG ARGS...)")
+    matrix = _load(args.matrix)
+    cpus = select_cpus(matrix, args.cpu)
+    regions = [parse_region(r) for r in args.region or []]
+    exps = load_expectations(args.expect) if args.expect else []
+    backend = args.backend or "auto"
+    if backend == "qemu":
+        raise ExecError("exec --backend qemu is not implemented (use ptrace or sde)")
+    if backend == "sde":
+        return _exec_sde(args, matrix, cpus, prog, regions)
+    plan = ExecPlan(argv=prog, regions=regions, cpuid_mode=args.cpuid_mode,
+                    timeout=args.timeout)  # fmt: skip
+    missing = plan.missing_symbols()
+    if missing:  # maybe in an image the program dlopens: run it once to see
+        plan.stdin = read_stdin()
+        discover_images(plan, matrix.models[cpus[0]], workdir(None))
+        missing = plan.missing_symbols()
+    if missing:
+        raise ExecError(
+            f"no image of {plan.exe} defines function {missing[0]!r} "
+            f"(searched the {len(plan.images)} images it maps)"
+        )
+    if not regions:
+        plan.regions = [parse_region("marks" if plan.has_marks() else "whole")]
+    if plan.stdin is None:
+        plan.stdin = read_stdin()
+    out = Path(args.out) if args.out else None
+    work = workdir(out)
+    outcomes = []
+    for cpu in cpus:
+        model = matrix.models[cpu]
+        res = run_model(plan, model, work)
+        outcome = judge_exec(res, model, exps, set(args.allow_exit or []))
+        outcomes.append(outcome)
+        if out is None:
+            sys.stdout.buffer.write(res.stdout)
+            sys.stdout.flush()
+            sys.stderr.buffer.write(res.stderr)
+        print(f"{PROG} exec: " + summary_line(outcome), file=sys.stderr, flush=True)
+    if out is not None:
+        write_exec_results(out, outcomes, prog)
+    if args.junit:
+        write_exec_junit(Path(args.junit), outcomes, prog)
+    return EXIT_OK if all(o.status == "pass" for o in outcomes) else EXIT_FAILED
+
+
+def _exec_sde(args: argparse.Namespace, matrix: Matrix, cpus: list[str], prog: list[str],
+              regions: list[Any]) -> int:  # fmt: skip
+    """--backend sde: the same run under SDE (--print-command: only show it)."""
+    import shlex
+    import subprocess
+
+    from .backends.sde import SdeBackend
+    from .exec_run import sde_command, workdir
+
+    sde = SdeBackend()
+    if sde.unavailable_reason():
+        raise BackendUnavailableError(sde.unavailable_reason() or "SDE unavailable")
+    out = Path(args.out) if args.out else None
+    work = workdir(out)
+    failed = False
+    for cpu in cpus:
+        model = matrix.models[cpu]
+        why = sde.cannot_run(model)
+        if why:
+            raise BackendUnavailableError(why)
+        cmd = sde_command(sde, model, prog, regions, work)
+        print(f"{PROG} exec: {cpu}: {shlex.join(cmd)}", file=sys.stderr, flush=True)
+        if args.print_command:
+            continue
+        rc = subprocess.run(cmd, check=False).returncode
+        failed |= rc != 0 and rc not in (args.allow_exit or [])
+    return EXIT_FAILED if failed else EXIT_OK
+
+
 def _run_options(p: argparse.ArgumentParser) -> None:
     """Options `run` and `docker run` share, with one meaning."""
     p.add_argument("--backend", default=None, choices=["auto", "sde", "ptrace", "qemu"],
@@ -552,6 +648,27 @@ def build_parser() -> argparse.ArgumentParser:
     dc.add_argument("--sde-path", help="sde64 executable or SDE kit directory")
     dc.add_argument("--json", action="store_true", help="machine-readable output")
     dc.set_defaults(func=cmd_doctor)
+
+    x = sub.add_parser("exec", help="run any program as if on each CPU model: whole-process "
+                       "chip check, region mixes, expectations")  # fmt: skip
+    x.add_argument("--cpu", required=True, help="comma-separated CPU names (or all)")
+    x.add_argument("--matrix", help=matrix_help)
+    x.add_argument("--backend", default="auto", choices=["auto", "ptrace", "sde", "qemu"])
+    x.add_argument("--cpuid-mode", default="auto", choices=list(CPUID_MODES))
+    x.add_argument("--region", action="append", metavar="REGION",
+                   help="marks | whole | function:SYMBOL (repeatable; default: marks "
+                   "when an image has SSC marks, else whole)")  # fmt: skip
+    x.add_argument("--expect", metavar="FILE", help="expectations (YAML)")
+    x.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
+    x.add_argument("--out", metavar="DIR", help="capture output and write results per model")
+    x.add_argument("--allow-exit", type=int, action="append", metavar="N",
+                   help="a non-zero exit status that does not fail the verdict")  # fmt: skip
+    x.add_argument("--timeout", type=_positive_float, default=600.0,
+                   help="per-model timeout in seconds")  # fmt: skip
+    x.add_argument("--print-command", action="store_true",
+                   help="--backend sde: print the SDE command lines, run nothing")  # fmt: skip
+    x.add_argument("program", nargs=argparse.REMAINDER, help="-- PROG ARGS...")
+    x.set_defaults(func=cmd_exec)
 
     m = sub.add_parser("mix", help="normalise an SDE mix file to JSON on stdout")
     m.add_argument("file")

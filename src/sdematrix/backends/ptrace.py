@@ -217,6 +217,10 @@ class TracerOutput:
     unscanned: list[str] = field(default_factory=list)
     maps: dict[int, str] = field(default_factory=dict)  # space id -> maps text
     insns: list[tuple[int, int, int, bytes]] = field(default_factory=list)  # space, addr, n, code
+    # whole-process mode (--whole): every distinct instruction seen once
+    seen: list[tuple[int, int, bytes]] = field(default_factory=list)  # space, addr, code
+    whole: dict[str, int] = field(default_factory=dict)  # planted, traps, seen, anon_exec
+    nobounds: list[str] = field(default_factory=list)  # exec images without boundary data
     exit_kind: str | None = None  # "code" | "signal"
     exit_value: int | None = None
     complete: bool = False
@@ -254,6 +258,13 @@ def parse_tracer_output(text: str) -> TracerOutput:
             elif key == "insn":
                 code = bytes.fromhex(parts[4]) if len(parts) > 4 else b""
                 out.insns.append((int(parts[1]), int(parts[2], 16), int(parts[3]), code))
+            elif key == "seen":
+                code = bytes.fromhex(parts[3]) if len(parts) > 3 else b""
+                out.seen.append((int(parts[1]), int(parts[2], 16), code))
+            elif key in ("whole_planted", "whole_traps", "whole_seen", "whole_anon_exec"):
+                out.whole[key[len("whole_") :]] = int(parts[1])
+            elif key == "whole_nobounds":
+                out.nobounds.append(lines[i - 1].split(" ", 1)[1])
             elif key == "cpuid_mode":
                 out.cpuid_mode = parts[1]
             elif key in (

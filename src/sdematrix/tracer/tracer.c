@@ -74,13 +74,15 @@
 
 #include <cpuid.h>
 
+#include "whole.h"
+
 #define ARCH_SET_CPUID 0x1012
 #define SYS_ARCH_PRCTL 158
 #define MARK_START 0x111u
 #define MARK_STOP 0x222u
 #define PROT_EXEC_BIT 0x4
 
-enum site_kind { SITE_CPUID, SITE_XGETBV, SITE_MARK };
+enum site_kind { SITE_CPUID, SITE_XGETBV, SITE_MARK, SITE_FUNC };
 enum cpuid_mode { MODE_AUTO, MODE_FAULT, MODE_BP };
 
 struct leaf {
@@ -127,6 +129,9 @@ struct thread {
     uint64_t pending_rip;
     uint64_t last_rip;  /* last counted instruction (rep iterations) */
     uint64_t sc_nr, sc_prot;
+    /* a function region (site func): stepping ends when the call returns,
+     * i.e. at func_ret with RSP = func_rsp (the entry RSP + 8) */
+    uint64_t func_ret, func_rsp;
 };
 
 struct rec {           /* per (space, address) execution count */
@@ -210,6 +215,9 @@ static void load_profile(const char *path)
             if (sscanf(line + 5, "%" SCNx64, &xcr0_model) != 1)
                 die("%s:%d: bad xcr0 line", path, lineno);
             have_xcr0 = true;
+        } else if (!strncmp(line, "bounds ", 7)) {
+            if (whole_load_bounds(line + 7))
+                die("%s:%d: bad bounds line (file unreadable?)", path, lineno);
         } else if (!strncmp(line, "image ", 6)) {
             images = xrealloc(images, (nimages + 1) * sizeof *images);
             images[nimages++] = strdup(line + 6);
@@ -226,6 +234,8 @@ static void load_profile(const char *path)
                 s.kind = SITE_XGETBV;
             else if (!strcmp(kind, "mark"))
                 s.kind = SITE_MARK;
+            else if (!strcmp(kind, "func"))
+                s.kind = SITE_FUNC;
             else
                 die("%s:%d: unknown site kind %s", path, lineno, kind);
             if (nsites == caps)
@@ -364,8 +374,11 @@ static struct space *new_space(pid_t tgid, const struct space *copy_from)
         die("out of memory");
     sp->id = (int)nspaces;
     sp->tgid = tgid;
+    whole_new_space(sp->id, tgid, copy_from ? copy_from->id : -1);
     if (copy_from) {
         sp->fault = copy_from->fault;
+        if (whole_enabled && copy_from->maps)
+            sp->maps = strdup(copy_from->maps);
         if (copy_from->nbps) {
             sp->bps = xrealloc(NULL, copy_from->nbps * sizeof *sp->bps);
             memcpy(sp->bps, copy_from->bps, copy_from->nbps * sizeof *sp->bps);
@@ -452,7 +465,8 @@ static char *read_maps(pid_t pid)
     return buf;
 }
 
-static const uint8_t site_first_byte[] = {0x0f, 0x0f, 0x64};
+static const uint8_t site_first_byte[] = {0x0f, 0x0f, 0x64, 0x00};
+static void merge_maps(struct space *sp, pid_t pid);
 
 /* Note an executable file mapping the profile knows nothing about. */
 static void check_scanned(const char *img)
@@ -498,7 +512,9 @@ static void arm_space(struct space *sp, pid_t pid)
             if (find_bp(sp, addr))
                 continue;
             uint8_t b;
-            if (peek_byte(pid, addr, &b) || b != site_first_byte[s->kind])
+            /* a function entry may start with any byte but our own int3 */
+            if (peek_byte(pid, addr, &b) ||
+                (s->kind == SITE_FUNC ? b == 0xcc : b != site_first_byte[s->kind]))
                 continue;
             if (poke_byte(pid, addr, 0xcc))
                 continue;
@@ -508,6 +524,10 @@ static void arm_space(struct space *sp, pid_t pid)
         }
     }
     free(maps);
+    if (whole_enabled) {
+        whole_arm(sp->id, pid);
+        merge_maps(sp, pid);
+    }
 }
 
 /* Add the lines of the process's current maps that `sp->maps` lacks: the
@@ -685,6 +705,9 @@ static struct rec *rec_at(struct thread *t, uint64_t rip)
     struct rec *r = rec_lookup(rip, t->sp->id);
     if (r->len == 0) {
         r->len = (uint8_t)read_mem(t->tid, rip, r->bytes, sizeof r->bytes);
+        size_t fixed = whole_fix_bytes(t->sp->id, rip, r->bytes, r->len);
+        if (fixed > r->len)
+            r->len = (uint8_t)fixed;
         for (size_t i = 0; i < r->len; i++) {
             struct bp *b = find_bp(t->sp, rip + i);
             if (b)
@@ -701,6 +724,8 @@ static void commit(struct thread *t, uint64_t rip)
     bool again = rip == t->last_rip && has_rep_prefix(r->bytes, r->len);
     t->last_rip = rip;
     n_steps++;
+    if (whole_enabled && r->count == 0)
+        whole_note(t->sp->id, rip, r->bytes, r->len);
     if (!again)
         r->count++;
 }
@@ -755,8 +780,14 @@ static void step_over(struct thread *t, struct bp *b)
 }
 
 /* Handle the breakpoint at r->rip (RIP already points at the site). */
+static void func_site(struct thread *t, struct bp *b, struct user_regs_struct *r);
+
 static void run_site(struct thread *t, struct bp *b, struct user_regs_struct *r)
 {
+    if (whole_enabled && b->kind != SITE_MARK && b->kind != SITE_FUNC) {
+        const struct rec *code = rec_at(t, b->addr);
+        whole_note(t->sp->id, b->addr, code->bytes, code->len);
+    }
     switch (b->kind) {
     case SITE_CPUID:
         emulate_cpuid(t->tid, r);
@@ -779,7 +810,50 @@ static void run_site(struct thread *t, struct bp *b, struct user_regs_struct *r)
             t->stepping = false;
         }
         break;
+    case SITE_FUNC:
+        func_site(t, b, r);
+        break;
     }
+}
+
+/* ---- function regions ----------------------------------------------------------- */
+/* A call of a named function (site func, at its entry): a thread not yet
+ * stepping starts a region that ends when this call returns (RIP back at the
+ * return address with the caller's RSP); calls met while stepping are part of
+ * the region already.  The entry instruction itself runs with the original
+ * byte restored for one step and is counted. */
+static void func_site(struct thread *t, struct bp *b, struct user_regs_struct *r)
+{
+    set_regs(t->tid, r); /* RIP at the entry (a breakpoint stop left it past the int3) */
+    if (!t->stepping && !truncated) {
+        errno = 0;
+        long ret = ptrace(PTRACE_PEEKDATA, t->tid, (void *)r->rsp, NULL);
+        if (!errno) {
+            t->func_ret = (uint64_t)ret;
+            t->func_rsp = r->rsp + 8;
+            n_regions++;
+            start_stepping(t);
+        }
+    }
+    step_over(t, b);
+    if (t->stepping)
+        commit(t, b->addr);
+    get_regs(t->tid, r);
+}
+
+/* Whether the stepping thread t at rip has returned from its function
+ * region's call (only looked at when rip is the return address). */
+static bool func_region_done(struct thread *t, uint64_t rip)
+{
+    if (!t->func_ret || rip != t->func_ret)
+        return false;
+    errno = 0;
+    uint64_t rsp = (uint64_t)ptrace(PTRACE_PEEKUSER, t->tid,
+                                    (void *)offsetof(struct user_regs_struct, rsp), NULL);
+    if (errno || rsp != t->func_rsp)
+        return false;
+    t->func_ret = t->func_rsp = 0;
+    return true;
 }
 
 /* Resume a stopped thread: single-step when it is in a marked region, else
@@ -812,10 +886,15 @@ static void resume(struct thread *t, int sig)
                                         (void *)offsetof(struct user_regs_struct, rip), NULL);
         if (errno)
             return; /* thread vanished; its exit is reported by waitpid */
+        if (func_region_done(t, rip)) {
+            t->stepping = false;
+            break;
+        }
         struct bp *b = find_bp(t->sp, rip);
         if (b) {
             get_regs(t->tid, &r);
-            if (b->kind != SITE_MARK) /* a mark is not counted */
+            if (b->kind != SITE_MARK && b->kind != SITE_FUNC) /* a mark is not counted;
+                                                                func_site counts its own */
                 commit(t, rip);
             run_site(t, b, &r);
             continue;
@@ -920,6 +999,7 @@ static void write_output(const char *path, int exit_kind, int exit_val)
         fputc('\n', f);
     }
     free(list);
+    whole_write(f);
     fprintf(f, "exit %s %d\n", exit_kind == 0 ? "code" : "signal", exit_val);
     fprintf(f, "end\n");
     if (fclose(f))
@@ -980,7 +1060,7 @@ static int print_seen_cpuid(void)
 static void usage(void)
 {
     fputs("usage: vc-tracer --profile FILE --out FILE [--max-steps N] "
-          "[--cpuid-mode auto|fault|bp] -- prog args...\n"
+          "[--cpuid-mode auto|fault|bp] [--whole] -- prog args...\n"
           "       vc-tracer --host-profile | --print-cpuid | --version\n",
           stderr);
     exit(2);
@@ -1029,6 +1109,8 @@ int main(int argc, char **argv)
             want_mode = !strcmp(m, "fault") ? MODE_FAULT : !strcmp(m, "bp") ? MODE_BP : MODE_AUTO;
             if (strcmp(m, "fault") && strcmp(m, "bp") && strcmp(m, "auto"))
                 usage();
+        } else if (!strcmp(argv[i], "--whole")) {
+            whole_enabled = true;
         } else if (!strcmp(argv[i], "--version")) {
             puts("vc-tracer 1");
             return 0;
@@ -1176,6 +1258,12 @@ int main(int argc, char **argv)
                 if (b) {
                     r.rip -= 1;
                     run_site(t, b, &r);
+                    resume(t, 0);
+                    continue;
+                }
+                if (whole_trap(t->sp->id, pid, r.rip - 1)) {
+                    r.rip -= 1; /* first visit: the original byte is back */
+                    set_regs(pid, &r);
                     resume(t, 0);
                     continue;
                 }

@@ -1,0 +1,330 @@
+"""``sdematrix exec``: run any x86-64 Linux program as if on each CPU model.
+
+Per model the program runs once under ``vc-tracer --whole`` (the ptrace
+backend's tracer, :mod:`sdematrix.backends.ptrace`): CPUID answers from the
+model's profile (fault or bp mode, every image's sites armed), every distinct
+instruction executed in any thread or child is recorded once (first-visit
+breakpoints, tracer/whole.c, starts from :mod:`sdematrix.insn_bounds`) and
+chip-checked with the one check every backend shares
+(:func:`sdematrix.mix_build.checked_mix`).
+
+Regions (the mix the expectations judge):
+
+* ``marks``: the SSC-marked regions, stepped as for the probe (the default
+  when some image holds marks);
+* ``function:SYMBOL``: every call of SYMBOL (dynamic or static symbol, in any
+  image the program maps), stepped from entry until it returns;
+* ``whole``: every distinct instruction of the run, each counted once (the
+  default otherwise).
+
+Images mapped by dlopen are not known before the run: when the tracer reports
+executable images without instruction starts, the run is repeated once with
+them (its output is discarded, so the program's output appears once).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
+
+from .backends.base import Violation
+from .backends.ptrace import TracerOutput, parse_tracer_output, tracer_path
+from .backends.ptrace_profile import Site, image_sites, program_images, write_profile
+from .errors import SdeMatrixError
+from .insn_bounds import bounds_file
+from .mix import Mix
+from .mix_build import Executed, checked_mix, mix_from_executed
+from .models import CpuModel
+from .symbols import Symbolizer, load_image
+
+__all__ = [
+    "ExecError",
+    "ExecResult",
+    "Region",
+    "find_function",
+    "parse_region",
+    "run_model",
+]
+
+MAX_PASSES = 3
+
+
+class ExecError(SdeMatrixError):
+    """Bad input to ``sdematrix exec`` (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Region:
+    kind: str  # "marks" | "whole" | "function"
+    symbol: str = ""
+
+    def __str__(self) -> str:
+        return f"function:{self.symbol}" if self.kind == "function" else self.kind
+
+
+def parse_region(text: str) -> Region:
+    if text in ("marks", "whole"):
+        return Region(text)
+    if text.startswith("function:") and len(text) > len("function:"):
+        return Region("function", text.split(":", 1)[1])
+    raise ExecError(f"--region {text!r}: expected marks, whole or function:SYMBOL")
+
+
+@dataclass
+class ExecResult:
+    """One model's run, before expectations are judged."""
+
+    model: str
+    exit_code: int | None = None
+    error: str | None = None
+    violations: list[Violation] = field(default_factory=list)
+    mix: Mix | None = None  # the regions' mix (see module doc)
+    region: str = "whole"
+    entered: dict[str, int] = field(default_factory=dict)  # region -> times entered
+    meta: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+
+def find_function(symbol: str, images: Sequence[str]) -> list[Site]:
+    """Entry sites (file offsets) of `symbol` in `images`: every STT_FUNC /
+    STT_GNU_IFUNC definition in .symtab or .dynsym, once per address."""
+    sites: list[Site] = []
+    for path in images:
+        img = load_image(path)
+        if img is None:
+            continue
+        seen: set[int] = set()
+        try:
+            with open(path, "rb") as fh:
+                elf = ELFFile(fh)
+                for sec in elf.iter_sections():
+                    if not isinstance(sec, SymbolTableSection):
+                        continue
+                    for sym in sec.get_symbol_by_name(symbol) or []:
+                        if sym["st_info"]["type"] not in ("STT_FUNC", "STT_GNU_IFUNC"):
+                            continue
+                        if sym["st_shndx"] == "SHN_UNDEF" or not sym["st_value"]:
+                            continue
+                        off = img.offset_of_vaddr(int(sym["st_value"]))
+                        if off is not None and off not in seen:
+                            seen.add(off)
+                            sites.append(Site("func", off, os.path.realpath(path)))
+        except (OSError, ELFError, ValueError):
+            continue
+    return sites
+
+
+def _exe(argv0: str) -> str:
+    exe = argv0 if os.sep in argv0 else (shutil.which(argv0) or "")
+    if not exe or not os.path.isfile(exe):
+        raise ExecError(f"program not found: {argv0}")
+    if not os.access(exe, os.X_OK):
+        raise ExecError(f"program not executable: {exe}")
+    return exe
+
+
+@dataclass
+class ExecPlan:
+    """What every model's run shares: the program, its images, the regions."""
+
+    argv: list[str]
+    regions: list[Region]
+    cpuid_mode: str = "auto"
+    stdin: bytes | None = None
+    timeout: float = 600.0
+    exe: str = ""
+    images: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.exe = _exe(self.argv[0])
+        self.images = program_images(self.exe)
+        if tracer_path() is None:
+            raise ExecError("vc-tracer not built (python3 setup.py build_ext --inplace)")
+
+    def sites(self) -> list[Site]:
+        marks = not self.regions or any(r.kind == "marks" for r in self.regions)
+        out = [
+            s
+            for img in self.images
+            for s in image_sites(img)
+            if s.kind != "mark" or marks
+        ]
+        for r in self.regions:
+            if r.kind == "function":
+                out += find_function(r.symbol, self.images)
+        return out
+
+    def has_marks(self) -> bool:
+        return any(s.kind == "mark" for img in self.images for s in image_sites(img))
+
+    def missing_symbols(self) -> list[str]:
+        return [
+            r.symbol
+            for r in self.regions
+            if r.kind == "function" and not find_function(r.symbol, self.images)
+        ]
+
+
+def discover_images(plan: ExecPlan, model: CpuModel, work: Path) -> None:
+    """Run the program once (output discarded) to learn the images it maps
+    beyond its DT_NEEDED closure (dlopen), for resolving function regions."""
+    regions, plan.regions = plan.regions, [Region("whole")]
+    try:
+        for _ in range(MAX_PASSES):
+            traced, _o, _e = _trace_once(plan, model, work)
+            new = [p for p in traced.nobounds if p not in plan.images and os.path.isfile(p)]
+            if not new:
+                break
+            plan.images.extend(new)
+    except (TimeoutError, RuntimeError, OSError):
+        pass
+    finally:
+        plan.regions = regions
+
+
+def _trace_once(plan: ExecPlan, model: CpuModel, work: Path) -> tuple[TracerOutput, bytes, bytes]:
+    profile, out = work / f"{model.name}.profile", work / f"{model.name}.trace"
+    out.unlink(missing_ok=True)
+    write_profile(profile, model, plan.sites(), plan.images)
+    with profile.open("a") as fh:
+        for img in plan.images:
+            try:
+                b = bounds_file(img)
+            except OSError:
+                continue
+            if "\n" not in b.path:
+                fh.write(f"bounds {b.file} {b.path}\n")
+    argv = [str(tracer_path()), "--profile", str(profile), "--out", str(out),
+            "--cpuid-mode", plan.cpuid_mode, "--whole", "--", plan.exe, *plan.argv[1:]]  # fmt: skip
+    try:
+        proc = subprocess.run(
+            argv, input=plan.stdin if plan.stdin is not None else None,
+            stdin=None if plan.stdin is not None else subprocess.DEVNULL,
+            capture_output=True, timeout=plan.timeout, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as e:
+        raise TimeoutError(f"timed out after {plan.timeout:g} s") from e
+    try:
+        traced = parse_tracer_output(out.read_text())
+    except (OSError, ValueError) as e:
+        last = (proc.stderr.decode(errors="replace").strip().splitlines() or [str(e)])[-1]
+        raise RuntimeError(f"tracer failed (exit {proc.returncode}): {last}") from e
+    return traced, proc.stdout, proc.stderr
+
+
+def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
+    """Run the program under `model` (repeated while new images appear)."""
+    res = ExecResult(model=model.name)
+    t0 = time.monotonic()
+    traced: TracerOutput | None = None
+    for _ in range(MAX_PASSES):
+        try:
+            traced, res.stdout, res.stderr = _trace_once(plan, model, work)
+        except (TimeoutError, RuntimeError, OSError) as e:
+            res.error = str(e)
+            res.duration_s = time.monotonic() - t0
+            return res
+        new = [p for p in traced.nobounds if p not in plan.images and os.path.isfile(p)]
+        if not new:
+            break
+        plan.images.extend(new)
+    assert traced is not None
+    res.duration_s = time.monotonic() - t0
+    res.exit_code = traced.exit_code
+    if not traced.complete:
+        res.error = "tracer output incomplete"
+        return res
+    symbolizers = {sid: Symbolizer(text) for sid, text in traced.maps.items()}
+    empty = Symbolizer("")
+
+    def locate_in(space: int) -> Any:
+        return symbolizers.get(space, empty).locate
+
+    # chip check: every distinct instruction, whole-run and stepped alike
+    stepped = {(s, a) for s, a, _n, _c in traced.insns}
+    executed = [Executed(a, c, 1, locate_in(s)) for s, a, c in traced.seen if (s, a) not in stepped]
+    executed += [Executed(a, c, n, locate_in(s)) for s, a, n, c in traced.insns]
+    whole, res.violations = checked_mix("ptrace", executed, model)
+    stepping = [r for r in plan.regions if r.kind != "whole"]
+    if stepping:
+        res.mix = mix_from_executed(
+            "ptrace", (Executed(a, c, n, locate_in(s)) for s, a, n, c in traced.insns)
+        )
+        res.region = ",".join(str(r) for r in stepping)
+    else:
+        res.mix = whole
+        res.region = "whole"
+    res.entered = {res.region: traced.regions} if stepping else {}
+    res.meta = {
+        "model": model.name,
+        "cpuid_mode": traced.cpuid_mode,
+        "cpuid_answered": traced.cpuid_answered,
+        "xgetbv_emulated": traced.xgetbv_emulated,
+        "regions": traced.regions,
+        "steps": traced.steps,
+        "truncated": traced.truncated,
+        "distinct_instructions": len(executed),
+        "traps": traced.whole.get("traps", 0),
+        "planted": traced.whole.get("planted", 0),
+        "anon_exec_mappings": traced.whole.get("anon_exec", 0),
+        "images_without_bounds": list(traced.nobounds),
+        "images": sorted(whole.images),
+        "region": res.region,
+        "duration_s": round(res.duration_s, 3),
+    }
+    res.mix.meta.update(res.meta)
+    return res
+
+
+def read_stdin() -> bytes | None:
+    """The program's stdin, read once for every model's run (None: a
+    terminal or nothing to read; the programs then get /dev/null)."""
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            return None
+        return sys.stdin.buffer.read()
+    except (OSError, ValueError):
+        return None
+
+
+def workdir(out: Path | None) -> Path:
+    if out is not None:
+        d = out / "work"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+    return Path(tempfile.mkdtemp(prefix="sdematrix-exec-"))
+
+
+def sde_command(sde: Any, model: CpuModel, argv: Sequence[str], regions: Sequence[Region],
+                workdir: Path) -> list[str]:  # fmt: skip
+    """The SDE command line for the same run, built by the SDE backend
+    (:meth:`sdematrix.backends.sde.SdeBackend.command`: chip knob, -mix,
+    -omix, SSC marks, chip-check options).  Regions map as: ``marks`` keeps
+    the SSC marks; ``whole`` and ``function:SYMBOL`` drop them (SDE's mix is
+    then the whole program's, listed per function, so function scopes of
+    the expectations apply to it)."""
+    from .backends.base import ProbeCommand
+    from .models import Cell
+
+    cell = Cell(cpu=model.name, mode="exec", direction="run", key_bits=0, length=0)
+    cmd = sde.command(cell, model, ProbeCommand(argv=tuple(argv)), workdir)
+    if regions and not any(r.kind == "marks" for r in regions):
+        for knob in ("-start_ssc_mark", "-stop_ssc_mark"):
+            if knob in cmd:
+                i = cmd.index(knob)
+                del cmd[i : i + 2]
+    return cmd

@@ -1,0 +1,30 @@
+/* vc-tracer whole-process mode: first-visit breakpoints (see whole.c). */
+#ifndef VC_TRACER_WHOLE_H
+#define VC_TRACER_WHOLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+extern bool whole_enabled;
+
+/* profile record `bounds BINFILE PATH` (rest = "BINFILE PATH"); -1 if bad */
+int whole_load_bounds(const char *rest);
+/* a new address space (exec, fork); copy_from: the forking space or -1 */
+void whole_new_space(int space, pid_t tgid, int copy_from);
+/* plant first-visit int3s in every executable image mapping of the process */
+void whole_arm(int space, pid_t pid);
+/* an int3 stop with the int3 at addr: 1 when it was ours (the original
+ * byte is back and the instruction recorded: the caller rewinds RIP) */
+int whole_trap(int space, pid_t pid, uint64_t addr);
+/* replace buf with the image file's bytes at addr; returns the count, 0 when
+ * addr is not in an image mapping with boundary data */
+size_t whole_fix_bytes(int space, uint64_t addr, uint8_t *buf, size_t n);
+/* an instruction that ran without our int3 (stepped, or at a site) */
+void whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len);
+/* the whole-mode lines of the output file */
+void whole_write(FILE *f);
+
+#endif

@@ -1,0 +1,187 @@
+"""``sdematrix exec`` on programs nobody here wrote (Debian's openssl, python3's
+hashlib), a baseline C build, bad input, and the SDE command line (test double)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sdematrix.backends.ptrace import PtraceBackend
+from sdematrix.insn_bounds import instruction_starts
+
+ROOT = Path(__file__).resolve().parent.parent
+SDE_DOUBLE = ROOT / "tests" / "doubles" / "sde64"
+KEY = "000102030405060708090a0b0c0d0e0f"
+
+_ptrace = PtraceBackend()
+needs_ptrace = pytest.mark.skipif(
+    _ptrace.unavailable_reason() is not None,
+    reason=f"ptrace backend unavailable here: {_ptrace.unavailable_reason()}",
+)
+
+
+def sdematrix(*args: str, stdin: bytes = b"", env: dict[str, str] | None = None,
+              timeout: float = 600) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    e = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "sdematrix", *args], input=stdin.decode(), capture_output=True,
+        text=True, env=e, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def results(out: Path) -> dict[str, dict]:
+    return {m["model"]: m for m in json.loads((out / "results.json").read_text())["models"]}
+
+
+def mix(out: Path, model: str) -> dict:
+    return json.loads((out / model / "mix.json").read_text())
+
+
+def test_instruction_starts_are_real_boundaries() -> None:
+    """Every start of libc's sweep decodes, and none falls inside another."""
+    import iced_x86 as iced
+
+    libc = "/lib/x86_64-linux-gnu/libc.so.6"
+    starts = instruction_starts(libc)
+    assert len(starts) > 100_000
+    data = Path(libc).read_bytes()
+    for a, b in itertools.pairwise(starts[:2001]):
+        ins = iced.Decoder(64, data[a : a + 15]).decode()
+        assert not ins.is_invalid
+        assert a + ins.len <= b, f"start {b:#x} inside the instruction at {a:#x}"
+
+
+@needs_ptrace
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI not installed")
+def test_openssl_cfb8_aes_ni_per_model(tmp_path: Path) -> None:
+    exp = tmp_path / "expect.yaml"
+    exp.write_text(
+        "expectations:\n"
+        "  - name: AES-NI where the model has it\n"
+        "    has: [AES]\n"
+        "    require: [{isa_set: AES}]\n"
+        "  - name: no AES-NI without it\n"
+        "    lacks: [AES]\n"
+        "    forbid: [{isa_set: AES}]\n"
+        "  - name: CFB8 never takes a VAES path\n"
+        "    forbid: [{isa_set: 'VAES*'}, {isa_set: 'AVX512_VAES*'}]\n"
+    )
+    src = tmp_path / "in.bin"
+    src.write_bytes(bytes(range(64)))
+    out = tmp_path / "out"
+    p = sdematrix(
+        "exec", "--cpu", "p4p,wsm,hsw,icl,spr", "--region", "function:EVP_EncryptUpdate",
+        "--expect", str(exp), "--out", str(out), "--junit", str(tmp_path / "j.xml"), "--",
+        "openssl", "enc", "-aes-128-cfb8", "-K", KEY, "-iv", KEY, "-in", str(src),
+        "-out", str(tmp_path / "ct.bin"),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    res = results(out)
+    for m in ("p4p", "wsm", "hsw", "icl", "spr"):
+        assert res[m]["status"] == "pass", res[m]["reasons"]
+        assert res[m]["violations"] == []
+        assert res[m]["meta"]["regions"] >= 1
+    assert "AES" not in mix(out, "p4p")["overall"]["by_isa_set"]
+    assert any(f["name"] == "AES_encrypt" for f in mix(out, "p4p")["functions"])
+    for m in ("wsm", "hsw", "icl", "spr"):
+        assert mix(out, m)["overall"]["by_isa_set"].get("AES", 0) > 0, m
+    junit = (tmp_path / "j.xml").read_text()
+    assert junit.count("<testcase") == 5 and "<failure" not in junit
+
+
+@needs_ptrace
+def test_python_hashlib_sha_ni(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    p = sdematrix(
+        "exec", "--cpu", "hsw,icl", "--region", "whole", "--out", str(out), "--",
+        "python3", "-S", "-c", "import hashlib; print(hashlib.sha256(b'x' * 4096).hexdigest())",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    want = __import__("hashlib").sha256(b"x" * 4096).hexdigest()
+    for m in ("hsw", "icl"):
+        assert (out / m / "stdout").read_text().strip() == want
+    sha = {m: sum(n for k, n in mix(out, m)["overall"]["by_isa_set"].items() if k.startswith("SHA"))
+           for m in ("hsw", "icl")}  # fmt: skip
+    assert sha["hsw"] == 0 and sha["icl"] > 0, sha
+
+
+@needs_ptrace
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+def test_baseline_build_chip_check(tmp_path: Path) -> None:
+    src = tmp_path / "bl.c"
+    src.write_text(
+        "#include <stdio.h>\n"
+        "unsigned work(const unsigned *a, int n, int sh) { unsigned s = 0;\n"
+        "  for (int i = 0; i < n; i++) s += (a[i] << (sh & 31)) ^ (a[i] >> 3); return s; }\n"
+        "int main(int argc, char **argv) { (void)argv; unsigned a[1024];\n"
+        "  for (int i = 0; i < 1024; i++) a[i] = (unsigned)i * 2654435761u;\n"
+        "  printf(\"%u\\n\", work(a, 1024, argc + 4)); return 0; }\n"
+    )
+    for march in ("x86-64-v3", "x86-64"):
+        subprocess.run(["gcc", "-O3", f"-march={march}", "-o", str(tmp_path / march), str(src)],
+                       check=True)  # fmt: skip
+    bad = sdematrix("exec", "--cpu", "nhm", "--", str(tmp_path / "x86-64-v3"))
+    assert bad.returncode == 1
+    first = next(line for line in bad.stderr.splitlines() if "chip check (nhm)" in line)
+    assert " main in x86-64-v3 " in first and ("AVX" in first or "BMI" in first), first
+    good = sdematrix("exec", "--cpu", "nhm", "--", str(tmp_path / "x86-64"))
+    assert good.returncode == 0, good.stderr
+    assert "chip check clean" in good.stderr
+
+
+@needs_ptrace
+def test_nonzero_exit_fails_unless_allowed() -> None:
+    assert sdematrix("exec", "--cpu", "hsw", "--", "false").returncode == 1
+    assert sdematrix("exec", "--cpu", "hsw", "--allow-exit", "1", "--", "false").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--cpu", "hsw", "--", "/no/such/program"], "program not found"),
+        (["--cpu", "nosuchcpu", "--", "true"], "unknown CPU"),
+        (["--cpu", "hsw", "--region", "bogus", "--", "true"], "--region"),
+    ],
+)
+def test_bad_input_one_line_exit_2(args: list[str], needle: str) -> None:
+    p = sdematrix("exec", *args)
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and needle in p.stderr, p.stderr
+
+
+@needs_ptrace
+def test_unknown_symbol_exit_2() -> None:
+    p = sdematrix("exec", "--cpu", "hsw", "--region", "function:no_such_fn_xyz", "--", "true")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "no_such_fn_xyz" in p.stderr
+
+
+def test_expect_schema_error_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "e.yaml"
+    bad.write_text("expectations:\n  - has: [AES]\n    requires: [{isa_set: AES}]\n")
+    p = sdematrix("exec", "--cpu", "hsw", "--expect", str(bad), "--", "true")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert f"{bad}:3" in p.stderr and "requires" in p.stderr
+
+
+def test_sde_command_line(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    env = {"SDE_PATH": str(SDE_DOUBLE), "SDE_DOUBLE_LOG": str(log)}
+    p = sdematrix("exec", "--backend", "sde", "--print-command", "--cpu", "hsw", "--region",
+                  "whole", "--", "true", env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    line = p.stderr.strip().splitlines()[-1]
+    assert " -hsw " in line and " -mix " in line and "-omix" in line and line.endswith("-- true")
+    assert "ssc_mark" not in line
+    p = sdematrix("exec", "--backend", "sde", "--cpu", "wsm", "--region", "marks", "--", "true",
+                  env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    argv = json.loads(log.read_text().splitlines()[-1])
+    assert "-wsm" in argv and "-start_ssc_mark" in argv and argv[-2:] == ["--", "true"]
