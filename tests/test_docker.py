@@ -164,12 +164,18 @@ def test_docker_run_small_matrix(project_image: str, tmp_path: Path) -> None:
     out = tmp_path / "dk"
     t0 = time.monotonic()
     p = _run(
+        # the options `run` has, with the same meaning (issue 14's CLI consistency)
         _cli("docker", "run", "--cpu", ",".join(SMALL), "--jobs", "2",
-             "--base-image", BASE_IMAGE, "--image", project_image, "--out", str(out)),
+             "--base-image", BASE_IMAGE, "--image", project_image, "--out", str(out),
+             "--junit", str(tmp_path / "j" / "all.xml"), "--report", str(tmp_path / "rep"),
+             "--cpuid-mode", "bp"),
         900, cwd=ROOT,
     )  # fmt: skip
     took = time.monotonic() - t0
     assert p.returncode == 0, p.stdout + p.stderr
+    assert (tmp_path / "j" / "all.xml").read_bytes() == (out / "junit.xml").read_bytes()
+    assert (tmp_path / "rep" / "report.html").is_file()
+    assert (tmp_path / "rep" / "summary.md").is_file()
     assert not _labelled(), "containers left behind"
     root = ET.parse(out / "junit.xml").getroot()
     suites = {s.get("name"): s for s in root.iter("testsuite")}
