@@ -213,6 +213,9 @@ class TracerOutput:
     threads_stepped: int = 0
     cpuid_stepped: int = 0  # CPUIDs met while stepping (emulated where they were)
     xgetbv_stepped: int = 0
+    blocks_entered: int = 0
+    block_insns: int = 0
+    blocks_interrupted: int = 0
     # executable file mappings whose CPUID/XGETBV sites were not searched
     unscanned: list[str] = field(default_factory=list)
     maps: dict[int, str] = field(default_factory=dict)  # space id -> maps text
@@ -264,6 +267,9 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 "threads_stepped",
                 "cpuid_stepped",
                 "xgetbv_stepped",
+                "blocks_entered",
+                "block_insns",
+                "blocks_interrupted",
             ):
                 setattr(out, key, int(parts[1]))
             elif key == "unscanned":
@@ -325,6 +331,10 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
             "instructions": sum(n for _s, _a, n, _c in traced.insns),
             "cpuid_stepped": traced.cpuid_stepped,
             "xgetbv_stepped": traced.xgetbv_stepped,
+            # block stepping: straight-line runs executed natively, and the
+            # instructions they covered (counted as if single-stepped)
+            "blocks_entered": traced.blocks_entered,
+            "block_insns": traced.block_insns,
             "unscanned_images": list(traced.unscanned),
         }
     )
@@ -504,7 +514,10 @@ class PtraceBackend:
             profile = workdir / f"{cell.name}.ptrace-profile.txt"
             out = workdir / f"{cell.name}.ptrace-trace.txt"
             out.unlink(missing_ok=True)
-            write_profile(profile, model, self.sites_for(exe, env), program_images(exe, env))
+            images = program_images(exe, env)
+            # the probe's own code gets its straight-line blocks listed: the
+            # tracer runs them natively (block stepping), same records
+            write_profile(profile, model, self.sites_for(exe, env), images, images[:1])
             argv = [
                 str(tracer),
                 "--profile", str(profile),
