@@ -296,10 +296,33 @@ def _needed_and_interp(path: str) -> tuple[list[str], str | None, list[str]]:
     return needed, interp, rpaths
 
 
+def _file_stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
 def program_images(exe: str, env: dict[str, str] | None = None) -> list[str]:
-    """The executable, its interpreter and its DT_NEEDED closure (real paths)."""
+    """The executable, its interpreter and its DT_NEEDED closure (real paths).
+    Remembered per (executable, LD_LIBRARY_PATH) while every file of the
+    closure is unchanged: every cell of a run asks for the same probe."""
     env = dict(os.environ if env is None else env)
     ld_path = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
+    key = (os.path.realpath(exe), tuple(ld_path))
+    hit = _IMAGES_MEMO.get(key)
+    if hit is not None and all(_file_stamp(p) == stamp for p, stamp in hit):
+        return [p for p, _stamp in hit]
+    out = _program_images(exe, ld_path)
+    _IMAGES_MEMO[key] = [(p, _file_stamp(p)) for p in out]
+    return out
+
+
+_IMAGES_MEMO: dict[tuple[str, tuple[str, ...]], list[tuple[str, tuple[int, int] | None]]] = {}
+
+
+def _program_images(exe: str, ld_path: list[str]) -> list[str]:
     out: list[str] = []
     todo = [os.path.realpath(exe)]
     while todo:
