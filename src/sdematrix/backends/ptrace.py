@@ -3,6 +3,10 @@ which answers every CPUID from the model's profile and XGETBV(0) with the
 model's XCR0, and single-steps the SSC-marked region to record the exact
 instruction stream.  The recorded instructions are decoded into a
 :class:`~sdematrix.mix.Mix` and each is checked against the model's ISA.
+The probe's straight-line blocks (:func:`.ptrace_profile.image_blocks`) run
+natively inside the region, each instruction still counted once per
+execution: the records equal single-stepping's (``SDEMATRIX_PTRACE_BLOCKS=0``
+single-steps everything).
 
 CPUID interception (``cpuid_mode``): with kernel CPUID faulting
 (``arch_prctl(ARCH_SET_CPUID)``, "fault") every CPUID traps; without it (e.g.
@@ -55,6 +59,9 @@ __all__ = [
 ]
 
 TRACER_ENV = "SDEMATRIX_TRACER"
+# "0": the tracer single-steps every instruction of a region (--no-blocks)
+# instead of running the probe's straight-line blocks natively; same records
+BLOCKS_ENV = "SDEMATRIX_PTRACE_BLOCKS"
 _SYS_ARCH_PRCTL = 158
 _ARCH_SET_CPUID = 0x1012
 # the self-test's alteration of the host's CPUID: leaf 1 EAX stepping bits
@@ -524,6 +531,7 @@ class PtraceBackend:
                 "--out", str(out),
                 "--max-steps", str(self.max_steps),
                 "--cpuid-mode", self.cpuid_mode,
+                *(["--no-blocks"] if os.environ.get(BLOCKS_ENV) == "0" else []),
                 "--", exe, *probe.argv[1:],
             ]  # fmt: skip
             proc = run_process(argv, env=env, cwd=workdir, timeout=timeout)

@@ -953,7 +953,8 @@ static bool block_stop(struct thread *t, int st)
     bool left = sig == (SIGTRAP | 0x80) || ((unsigned)st >> 16) != 0;
     if (left || !blocks_each_before(stop, block_commit, t))
         die("thread %d left a straight-line block at %llx (block end %" PRIx64
-            "): the image does not run as it was decoded; rerun with --no-blocks",
+            "): the image does not run as it was decoded; rerun with --no-blocks "
+            "(sdematrix: SDEMATRIX_PTRACE_BLOCKS=0)",
             (int)t->tid, r.rip, end);
     if (!at_end)
         return false;
