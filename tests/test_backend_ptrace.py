@@ -158,6 +158,25 @@ def test_run_builds_mix(backend: PtraceBackend, built: dict[str, Path], tmp_path
     assert json.loads(Path(r.artifacts["mix"]).read_text())["source"] == "ptrace"
 
 
+def test_blocks_can_be_turned_off(
+    backend: PtraceBackend,
+    built: dict[str, Path],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The probe's blocks run natively by default; SDEMATRIX_PTRACE_BLOCKS=0
+    single-steps every instruction; the mix is the same."""
+    probe = ProbeCommand((str(built["dyn"]), "--iters", "64"))
+    fast = backend.run(CELL, intel_model(), probe, tmp_path / "a", timeout=30)
+    monkeypatch.setenv("SDEMATRIX_PTRACE_BLOCKS", "0")
+    slow = backend.run(CELL, intel_model(), probe, tmp_path / "b", timeout=30)
+    assert fast.status == slow.status == "ok", (fast.reason, slow.reason)
+    assert fast.mix is not None and slow.mix is not None
+    assert fast.mix.meta["blocks_entered"] >= 64 and slow.mix.meta["blocks_entered"] == 0
+    assert fast.mix.overall.forms == slow.mix.overall.forms
+    assert fast.mix.meta["steps"] == slow.mix.meta["steps"]
+
+
 def test_zmm_is_a_violation_on_256_bit_model(
     backend: PtraceBackend,
     built: dict[str, Path],  # noqa: F811

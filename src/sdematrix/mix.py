@@ -218,7 +218,9 @@ class Mix:
         return mix
 
     def save(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n")
+        # compact: json's C encoder serves only indent=None (indent=1 made
+        # saving a mix cost more than tracing a whole aesni cell)
+        path.write_text(json.dumps(self.to_json(), separators=(",", ":")) + "\n")
 
     @classmethod
     def load(cls, path: Path) -> Mix:

@@ -3,6 +3,10 @@ which answers every CPUID from the model's profile and XGETBV(0) with the
 model's XCR0, and single-steps the SSC-marked region to record the exact
 instruction stream.  The recorded instructions are decoded into a
 :class:`~sdematrix.mix.Mix` and each is checked against the model's ISA.
+The probe's straight-line blocks (:func:`.ptrace_profile.image_blocks`) run
+natively inside the region, each instruction still counted once per
+execution: the records equal single-stepping's (``SDEMATRIX_PTRACE_BLOCKS=0``
+single-steps everything).
 
 CPUID interception (``cpuid_mode``): with kernel CPUID faulting
 (``arch_prctl(ARCH_SET_CPUID)``, "fault") every CPUID traps; without it (e.g.
@@ -55,6 +59,9 @@ __all__ = [
 ]
 
 TRACER_ENV = "SDEMATRIX_TRACER"
+# "0": the tracer single-steps every instruction of a region (--no-blocks)
+# instead of running the probe's straight-line blocks natively; same records
+BLOCKS_ENV = "SDEMATRIX_PTRACE_BLOCKS"
 _SYS_ARCH_PRCTL = 158
 _ARCH_SET_CPUID = 0x1012
 # the self-test's alteration of the host's CPUID: leaf 1 EAX stepping bits
@@ -213,6 +220,9 @@ class TracerOutput:
     threads_stepped: int = 0
     cpuid_stepped: int = 0  # CPUIDs met while stepping (emulated where they were)
     xgetbv_stepped: int = 0
+    blocks_entered: int = 0
+    block_insns: int = 0
+    blocks_interrupted: int = 0
     # executable file mappings whose CPUID/XGETBV sites were not searched
     unscanned: list[str] = field(default_factory=list)
     maps: dict[int, str] = field(default_factory=dict)  # space id -> maps text
@@ -275,6 +285,9 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 "threads_stepped",
                 "cpuid_stepped",
                 "xgetbv_stepped",
+                "blocks_entered",
+                "block_insns",
+                "blocks_interrupted",
             ):
                 setattr(out, key, int(parts[1]))
             elif key == "unscanned":
@@ -336,6 +349,10 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
             "instructions": sum(n for _s, _a, n, _c in traced.insns),
             "cpuid_stepped": traced.cpuid_stepped,
             "xgetbv_stepped": traced.xgetbv_stepped,
+            # block stepping: straight-line runs executed natively, and the
+            # instructions they covered (counted as if single-stepped)
+            "blocks_entered": traced.blocks_entered,
+            "block_insns": traced.block_insns,
             "unscanned_images": list(traced.unscanned),
         }
     )
@@ -515,13 +532,17 @@ class PtraceBackend:
             profile = workdir / f"{cell.name}.ptrace-profile.txt"
             out = workdir / f"{cell.name}.ptrace-trace.txt"
             out.unlink(missing_ok=True)
-            write_profile(profile, model, self.sites_for(exe, env), program_images(exe, env))
+            images = program_images(exe, env)
+            # the probe's own code gets its straight-line blocks listed: the
+            # tracer runs them natively (block stepping), same records
+            write_profile(profile, model, self.sites_for(exe, env), images, images[:1])
             argv = [
                 str(tracer),
                 "--profile", str(profile),
                 "--out", str(out),
                 "--max-steps", str(self.max_steps),
                 "--cpuid-mode", self.cpuid_mode,
+                *(["--no-blocks"] if os.environ.get(BLOCKS_ENV) == "0" else []),
                 "--", exe, *probe.argv[1:],
             ]  # fmt: skip
             proc = run_process(argv, env=env, cwd=workdir, timeout=timeout)

@@ -1,5 +1,6 @@
-"""What the ptrace tracer is told before a run: the model's CPUID/XCR0 profile and
-the breakpoint sites (CPUID, XGETBV, SSC marks) of the images the program maps.
+"""What the ptrace tracer is told before a run: the model's CPUID/XCR0 profile,
+the breakpoint sites (CPUID, XGETBV, SSC marks) of the images the program maps,
+and the straight-line blocks of the probe's own code (block stepping).
 
 Sites are exact instruction starts, not byte-pattern hits: each candidate byte
 pattern (``0F A2``, ``0F 01 D0``, ``BB imm32 64 67 90``) is confirmed by
@@ -7,6 +8,18 @@ decoding the executable section linearly from the nearest preceding function
 symbol (or the section start), so a pattern inside another instruction's
 immediate or displacement never receives an int3.  Results are cached per file
 (path, size, mtime) in memory and on disk.
+
+Blocks (:func:`image_blocks`) let the tracer run a marked region's
+straight-line code at native speed instead of single-stepping each
+instruction: a block is a run of instructions inside one function symbol's
+extent (decoded linearly from the symbol, so only code the compiler laid out
+as a function) in which only the last instruction E can transfer control, trap
+or need the tracer (branch/call/ret/syscall/int/ud2/iret/popf/xbegin, CPUID,
+XGETBV, an SSC mark, a rep-prefixed or string instruction, or the function's
+last instruction).  Execution entering a block at any of its instructions
+therefore runs straight to E; the tracer puts a temporary int3 on E, counts
+the instructions before it, and single-steps E itself.  Direct branch targets
+need not split blocks: the tracer enters a block at any instruction start.
 """
 
 from __future__ import annotations
@@ -29,6 +42,18 @@ from elftools.elf.sections import SymbolTableSection
 from ..models import CpuModel
 
 SITES_VERSION = 1
+BLOCKS_VERSION = 1
+# a block shorter than this is not worth a breakpoint (the tracer needs at
+# least two instructions before E to gain on single-stepping)
+MIN_BLOCK_INSNS = 3
+# mnemonics that end a block although iced calls their flow "next": the
+# tracer must see them one at a time (emulated, TF-changing, or rep-counted)
+_BLOCK_ENDER_NAMES = ("CPUID", "XGETBV", "POPF", "POPFQ", "POPFD", "HLT")
+_BLOCK_ENDER_NAMES += ("XEND", "XABORT", "XBEGIN", "WRFSBASE", "WRGSBASE")
+_BLOCK_ENDERS = frozenset(
+    getattr(iced.Mnemonic, name) for name in _BLOCK_ENDER_NAMES if hasattr(iced.Mnemonic, name)
+)
+_MARK_NOP = b"\x64\x67\x90"
 _PATTERNS = {
     "cpuid": (re.compile(rb"\x0f\xa2"), 0),
     "xgetbv": (re.compile(rb"\x0f\x01\xd0"), 0),
@@ -103,6 +128,128 @@ def _scan_file(path: str) -> list[Site]:
     return sites
 
 
+@dataclass(frozen=True)
+class Block:
+    """A straight-line block of an image: the file offset of its first
+    instruction and the length of each of its instructions (the last one, E,
+    included)."""
+
+    offset: int
+    lengths: tuple[int, ...]
+
+
+def _function_extents(elf: ELFFile) -> list[tuple[int, int]]:
+    """(start vaddr, end vaddr) of every sized function symbol, sorted, overlaps
+    (aliases) merged into the first."""
+    spans: set[tuple[int, int]] = set()
+    for sec in elf.iter_sections():
+        if isinstance(sec, SymbolTableSection):
+            for sym in sec.iter_symbols():
+                if (
+                    sym["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC")
+                    and sym["st_value"]
+                    and sym["st_size"]
+                ):
+                    spans.add((int(sym["st_value"]), int(sym["st_value"]) + int(sym["st_size"])))
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo < out[-1][1]:
+            continue  # an alias or a nested symbol: the first extent decides
+        out.append((lo, hi))
+    return out
+
+
+def _ends_block(ins: iced.Instruction, raw: bytes) -> bool:
+    return (
+        ins.flow_control != iced.FlowControl.NEXT
+        or ins.mnemonic in _BLOCK_ENDERS
+        or ins.has_rep_prefix
+        or ins.has_repne_prefix
+        or ins.is_string_instruction
+        or raw == _MARK_NOP
+    )
+
+
+def _blocks_of_file(path: str) -> list[Block]:
+    """The straight-line blocks (>= MIN_BLOCK_INSNS instructions) of one ELF
+    file's function symbols, sorted by offset."""
+    blocks: list[Block] = []
+    with open(path, "rb") as fh:
+        elf = ELFFile(fh)
+        extents = _function_extents(elf)
+        for sec in elf.iter_sections():
+            if sec["sh_type"] != "SHT_PROGBITS" or not (sec["sh_flags"] & 0x4):  # SHF_EXECINSTR
+                continue
+            data = sec.data()
+            va0, fo0 = int(sec["sh_addr"]), int(sec["sh_offset"])
+            va1 = va0 + len(data)
+            decoder = iced.Decoder(64, data, ip=va0)
+            ins = iced.Instruction()
+            for lo, hi in extents:
+                if lo < va0 or hi > va1:
+                    continue
+                decoder.position = lo - va0
+                decoder.ip = lo
+                pos, start, lens = lo, lo, []
+                while pos < hi:
+                    decoder.decode_out(ins)
+                    n = ins.len
+                    if ins.is_invalid or n == 0 or pos + n > hi:
+                        # not code the sweep understands: no block spans it,
+                        # and nothing after it in this function is trusted
+                        lens = []
+                        break
+                    lens.append(n)
+                    rel = pos - va0
+                    pos += n
+                    if _ends_block(ins, data[rel : rel + n]) or pos == hi:
+                        if len(lens) >= MIN_BLOCK_INSNS:
+                            blocks.append(Block(fo0 + (start - va0), tuple(lens)))
+                        start, lens = pos, []
+    blocks.sort(key=lambda b: b.offset)
+    return blocks
+
+
+def image_blocks(path: str) -> list[Block]:
+    """Blocks of one image, from the memory or disk cache when the file is unchanged."""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    key = f"blocks{BLOCKS_VERSION}:{real}:{st.st_size}:{st.st_mtime_ns}"
+    hit = _BLOCK_MEMO.get(key)
+    if hit is not None:
+        return hit
+    cache_file = _cache_dir() / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
+    try:
+        rows = json.loads(cache_file.read_text())
+        blocks = [Block(int(o), tuple(int(c, 16) for c in lens)) for o, lens in rows]
+    except (OSError, ValueError, TypeError):
+        try:
+            blocks = _blocks_of_file(real)
+        except (ELFError, ValueError):
+            blocks = []
+        _write_cache(cache_file, [[b.offset, _hex_lengths(b)] for b in blocks])
+    _BLOCK_MEMO[key] = blocks
+    return blocks
+
+
+def _hex_lengths(b: Block) -> str:
+    """One hex digit per instruction length (x86 instructions are 1..15 bytes)."""
+    return "".join(f"{n:x}" for n in b.lengths)
+
+
+def _write_cache(cache_file: Path, rows: object) -> None:
+    try:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(rows))
+        tmp.replace(cache_file)
+    except OSError:
+        pass
+
+
+_BLOCK_MEMO: dict[str, list[Block]] = {}
+
+
 def image_sites(path: str) -> list[Site]:
     """Sites of one image, from the memory or disk cache when the file is unchanged."""
     real = os.path.realpath(path)
@@ -120,13 +267,7 @@ def image_sites(path: str) -> list[Site]:
             sites = _scan_file(real)
         except (ELFError, ValueError):
             sites = []
-        try:
-            cache_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps([[s.kind, s.offset] for s in sites]))
-            tmp.replace(cache_file)
-        except OSError:
-            pass
+        _write_cache(cache_file, [[s.kind, s.offset] for s in sites])
     _MEMO[key] = sites
     return sites
 
@@ -155,10 +296,33 @@ def _needed_and_interp(path: str) -> tuple[list[str], str | None, list[str]]:
     return needed, interp, rpaths
 
 
+def _file_stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
 def program_images(exe: str, env: dict[str, str] | None = None) -> list[str]:
-    """The executable, its interpreter and its DT_NEEDED closure (real paths)."""
+    """The executable, its interpreter and its DT_NEEDED closure (real paths).
+    Remembered per (executable, LD_LIBRARY_PATH) while every file of the
+    closure is unchanged: every cell of a run asks for the same probe."""
     env = dict(os.environ if env is None else env)
     ld_path = [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p]
+    key = (os.path.realpath(exe), tuple(ld_path))
+    hit = _IMAGES_MEMO.get(key)
+    if hit is not None and all(_file_stamp(p) == stamp for p, stamp in hit):
+        return [p for p, _stamp in hit]
+    out = _program_images(exe, ld_path)
+    _IMAGES_MEMO[key] = [(p, _file_stamp(p)) for p in out]
+    return out
+
+
+_IMAGES_MEMO: dict[tuple[str, tuple[str, ...]], list[tuple[str, tuple[int, int] | None]]] = {}
+
+
+def _program_images(exe: str, ld_path: list[str]) -> list[str]:
     out: list[str] = []
     todo = [os.path.realpath(exe)]
     while todo:
@@ -182,11 +346,17 @@ def program_images(exe: str, env: dict[str, str] | None = None) -> list[str]:
 
 
 def write_profile(
-    path: Path, model: CpuModel, sites: Iterable[Site], images: Iterable[str] = ()
+    path: Path,
+    model: CpuModel,
+    sites: Iterable[Site],
+    images: Iterable[str] = (),
+    block_images: Iterable[str] = (),
 ) -> None:
     """The tracer's profile file (format documented in tracer.c).  `images`
     are the images whose sites were searched: an executable mapping of any
-    other file is reported by the tracer as unscanned."""
+    other file is reported by the tracer as unscanned.  `block_images` get
+    their straight-line blocks listed (see :func:`image_blocks`), which the
+    tracer runs natively inside marked regions."""
     lines = [f"# vc-tracer profile for model {model.name} ({model.title})"]
     for c in model.cpuid:
         lines.append(
@@ -201,4 +371,10 @@ def write_profile(
         if "\n" in s.path:
             continue
         lines.append(f"site {s.kind} {s.offset:x} {s.path}")
+    for img in block_images:
+        real = os.path.realpath(img)
+        if "\n" in real:
+            continue
+        lines.append(f"blocks {real}")
+        lines += [f"b {b.offset:x} {_hex_lengths(b)}" for b in image_blocks(real)]
     path.write_text("\n".join(lines) + "\n")

@@ -3,7 +3,7 @@
  * and record the exact instruction stream of its SSC-marked regions.
  *
  *   vc-tracer --profile FILE --out FILE [--max-steps N] [--cpuid-mode auto|fault|bp]
- *             -- prog args...
+ *             [--no-blocks] -- prog args...
  *   vc-tracer --host-profile     this CPU's CPUID and XCR0 in the profile format
  *   vc-tracer --print-cpuid      leaves 0 and 1 and XCR0 as this process sees
  *                                them (the backend's self-test traces it)
@@ -47,6 +47,13 @@
  *   xcr0 VALUE
  *   site cpuid|xgetbv|mark FILEOFFSET PATH     (PATH = rest of the line)
  *   image PATH          an image whose sites were searched (it may have none)
+ *   blocks PATH / b FILEOFFSET LENGTHS   straight-line blocks (see blocks.c)
+ *
+ * Block stepping: while the only traced thread steps and its RIP is an
+ * instruction of a listed block, the rest of the block up to its last
+ * instruction E runs natively to a temporary int3 on E, its instructions are
+ * counted once each, and E is single-stepped as above.  The records are
+ * identical to stepping every instruction (--no-blocks does that).
  * An executable file mapping that is neither a listed image nor holds a site
  * is reported as `unscanned PATH` in the output: its CPUID / XGETBV outside a
  * region are not intercepted in bp mode (XGETBV in no mode).
@@ -163,6 +170,22 @@ static size_t nthreads;
 static struct rec *recs;
 static size_t caprecs, nrecs;
 
+/* block stepping (blocks.c holds the tables and the block in flight) */
+int blocks_profile_line(const char *line);
+void blocks_note_mapping(int space, uint64_t lo, uint64_t hi, uint64_t off, const char *path);
+uint64_t blocks_find(int space, uint64_t rip, size_t *before);
+bool blocks_begin(pid_t tid, int space, uint64_t rip, uint64_t end, bool plant);
+pid_t blocks_active_tid(void);
+uint64_t blocks_active_end(void);
+bool blocks_unplant(void);
+bool blocks_each_before(uint64_t stop, void (*fn)(void *ctx, uint64_t addr), void *ctx);
+void blocks_forget(void);
+void blocks_write_stats(FILE *f);
+static bool use_blocks = true;
+struct thread;
+static bool block_enter(struct thread *t, uint64_t rip);
+static bool block_stop(struct thread *t, int st);
+
 static uint64_t n_cpuid, n_xgetbv, n_steps, n_regions, n_inject_ok, n_inject_fail;
 static uint64_t n_threads_stepped, n_cpuid_stepped, n_xgetbv_stepped;
 static long last_inject_rc;
@@ -242,7 +265,11 @@ static void load_profile(const char *path)
                 sites = xrealloc(sites, (caps = caps * 2 + 64) * sizeof *sites);
             sites[nsites++] = s;
         } else {
-            die("%s:%d: unknown record", path, lineno);
+            int b = blocks_profile_line(line);
+            if (b < 0)
+                die("%s:%d: bad block record", path, lineno);
+            if (b == 0)
+                die("%s:%d: unknown record", path, lineno);
         }
     }
     fclose(f);
@@ -502,6 +529,7 @@ static void arm_space(struct space *sp, pid_t pid)
             continue;
         const char *img = line + pos;
         check_scanned(img);
+        blocks_note_mapping(sp->id, lo, hi, off, img);
         for (size_t i = 0; i < nsites; i++) {
             const struct site *s = &sites[i];
             if (s->kind == SITE_CPUID && sp->fault)
@@ -917,6 +945,8 @@ static void resume(struct thread *t, int sig)
                 continue;
             }
         }
+        if (!sig && block_enter(t, rip))
+            return;
         t->exec_map = false;
         if (code->len >= 2 && code->bytes[0] == 0x0f && code->bytes[1] == 0x05) {
             /* a syscall: an executable mapping made inside the region gets
@@ -949,6 +979,70 @@ static void step_completed(struct thread *t)
     }
 }
 
+/* ---- block stepping -------------------------------------------------------------- */
+/* Instead of a single step at `rip`: when rip is an instruction of a known
+ * block with at least two instructions before its end E, run the thread to
+ * an int3 on E (see blocks.c).  Only while t is the one traced thread (the
+ * temporary int3 would be met by any other thread of the memory), and only
+ * when the region's step budget covers the instructions before E, so that
+ * --max-steps truncates at exactly the same instruction as single steps. */
+static bool block_enter(struct thread *t, uint64_t rip)
+{
+    if (!use_blocks || nthreads != 1 || blocks_active_tid())
+        return false;
+    size_t before = 0;
+    uint64_t end = blocks_find(t->sp->id, rip, &before);
+    if (!end || before < 2 || n_steps + before > max_steps)
+        return false;
+    /* an armed site on E stops the thread there by itself */
+    if (!blocks_begin(t->tid, t->sp->id, rip, end, find_bp(t->sp, end) == NULL))
+        return false;
+    ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL);
+    return true;
+}
+
+static void block_commit(void *ctx, uint64_t addr)
+{
+    commit((struct thread *)ctx, addr);
+}
+
+/* A stop of the thread running a block.  At the int3 on E: count the
+ * instructions before E, put RIP back on E and resume (E is then stepped or
+ * handled as a site, as without blocks); true.  Any other stop (a signal):
+ * count the instructions before the stop's RIP and return false, the caller
+ * handles the stop as a stop of a thread stepping with no step in flight.
+ * The bytes of E are restored before counting: an instruction's bytes are
+ * read when first counted and must not show our int3. */
+static bool block_stop(struct thread *t, int st)
+{
+    struct user_regs_struct r;
+    get_regs(t->tid, &r);
+    uint64_t end = blocks_active_end();
+    int sig = WSTOPSIG(st);
+    bool at_end = false;
+    if (sig == SIGTRAP && ((unsigned)st >> 16) == 0 && r.rip == end + 1) {
+        siginfo_t si;
+        memset(&si, 0, sizeof si);
+        ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si);
+        at_end = si.si_code == SI_KERNEL;
+    }
+    if (!blocks_unplant())
+        die("cannot restore the code at %" PRIx64 " after a block: %s", end, strerror(errno));
+    uint64_t stop = at_end ? end : (uint64_t)r.rip;
+    bool left = sig == (SIGTRAP | 0x80) || ((unsigned)st >> 16) != 0;
+    if (left || !blocks_each_before(stop, block_commit, t))
+        die("thread %d left a straight-line block at %llx (block end %" PRIx64
+            "): the image does not run as it was decoded; rerun with --no-blocks "
+            "(sdematrix: SDEMATRIX_PTRACE_BLOCKS=0)",
+            (int)t->tid, r.rip, end);
+    if (!at_end)
+        return false;
+    r.rip = end;
+    set_regs(t->tid, &r);
+    resume(t, 0);
+    return true;
+}
+
 /* ---- output ----------------------------------------------------------------------- */
 static int cmp_rec(const void *x, const void *y)
 {
@@ -976,6 +1070,7 @@ static void write_output(const char *path, int exit_kind, int exit_val)
     fprintf(f, "threads_stepped %" PRIu64 "\n", n_threads_stepped);
     fprintf(f, "cpuid_stepped %" PRIu64 "\n", n_cpuid_stepped);
     fprintf(f, "xgetbv_stepped %" PRIu64 "\n", n_xgetbv_stepped);
+    blocks_write_stats(f);
     for (size_t i = 0; i < nspaces; i++)
         fprintf(f, "space %d %d bps %zu fault %d\n", spaces[i]->id, (int)spaces[i]->tgid,
                 spaces[i]->nbps, spaces[i]->fault ? 1 : 0);
@@ -1060,7 +1155,7 @@ static int print_seen_cpuid(void)
 static void usage(void)
 {
     fputs("usage: vc-tracer --profile FILE --out FILE [--max-steps N] "
-          "[--cpuid-mode auto|fault|bp] [--whole] -- prog args...\n"
+          "[--cpuid-mode auto|fault|bp] [--whole] [--no-blocks] -- prog args...\n"
           "       vc-tracer --host-profile | --print-cpuid | --version\n",
           stderr);
     exit(2);
@@ -1111,6 +1206,8 @@ int main(int argc, char **argv)
                 usage();
         } else if (!strcmp(argv[i], "--whole")) {
             whole_enabled = true;
+        } else if (!strcmp(argv[i], "--no-blocks")) {
+            use_blocks = false;
         } else if (!strcmp(argv[i], "--version")) {
             puts("vc-tracer 1");
             return 0;
@@ -1165,6 +1262,8 @@ int main(int argc, char **argv)
             break;
         }
         struct thread *t = find_thread(pid);
+        if ((WIFEXITED(st) || WIFSIGNALED(st)) && blocks_active_tid() == pid)
+            blocks_forget(); /* killed inside a block: its memory is gone */
         if (WIFEXITED(st) || WIFSIGNALED(st)) {
             /* A thread that ends while stepping its exit / exit_group
              * syscall did run it; any other pending step did not run. */
@@ -1198,6 +1297,8 @@ int main(int argc, char **argv)
             t->new_stop_seen = true;
             continue;
         }
+        if (blocks_active_tid() == pid && block_stop(t, st))
+            continue;
         int sig = WSTOPSIG(st);
         unsigned event = (unsigned)st >> 16;
         if (event) {
