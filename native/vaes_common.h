@@ -486,6 +486,20 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
             continue;
         }
 
+        if (np == 2 && r < VC_BATCH) {
+            /* enc: the two pending batches as a pair, one reduction (a is
+             * empty here: the last main-loop batch did not pair). */
+            VC_UNROLL
+            for (int j = 0; j < 4; j++) {
+                const vc_v h = v_shuf8(v_loadu(op - 2 * VC_BATCH + j * VC_W), bs);
+                VC_NAME(mul)(&a, j ? h : v_xor(h, S), kp2 + j * VC_W, j == 0);
+            }
+            VC_UNROLL
+            for (int j = 0; j < 4; j++)
+                VC_NAME(mul)(&a, v_shuf8(v_loadu(op - VC_BATCH + j * VC_W), bs), kp + j * VC_W, 0);
+            S = VC_NAME(finish)(&a);
+            np = 0;
+        }
         for (; np && r < VC_BATCH; np--) { /* enc: hash them before the tail */
             vc_v h[4];
             VC_UNROLL
