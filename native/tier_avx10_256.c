@@ -40,6 +40,10 @@
 #define VC_GCM_FAULT() __asm__ volatile("vpxorq %%zmm31, %%zmm31, %%zmm31" ::: "xmm31")
 #endif
 
+/* 32 vector registers hold 8 keystream vectors beside the round keys: the
+ * one-shot short pass covers 256 bytes, as on zmm. */
+#define VC_SHORT_V 8
+
 #include "vaes_common.h"
 
 const vc_tier vc_tier_avx10_256 = {

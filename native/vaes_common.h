@@ -154,6 +154,18 @@
 #define VC_TABLE_MID 512
 /* Powers the main loop needs: two batches share one reduction. */
 #define VC_POWERS (2 * VC_B)
+/* The one-shot short pass (see gcm_oneshot) takes up to VC_SHORT_V vectors
+ * of data (a tier with 32 vector registers can hold 8 ymm keystream
+ * vectors; the default is one batch), and needs a power for every block of
+ * AAD + data + length block: 32 powers once the data can be 16 blocks. */
+#ifndef VC_SHORT_V
+#define VC_SHORT_V 4
+#endif
+#define VC_SHORT_BYTES (VC_SHORT_V * VC_W)
+#define VC_TABLE_POWERS (VC_SHORT_V * VC_L >= 16 ? 32 : VC_POWERS)
+#define VC_STR_(x) #x
+#define VC_XSTR_(x) VC_STR_(x)
+#define VC_UNROLL_SHORT _Pragma(VC_XSTR_(GCC unroll VC_SHORT_V))
 /* Table entry of power Ki, 1 <= i <= 32 (see the key-power table above).
  * Entries of consecutive powers descend in memory, so a vector at
  * VC_ENTRY(t, i + VC_L - 1) holds K(i + VC_L - 1), ..., K(i) in lanes
@@ -251,7 +263,7 @@ static inline VC_FN vc_v VC_NAME(dot)(vc_v a, vc_v b)
 }
 
 
-/* Fills the table with K1..K(VC_POWERS) and their Karatsuba halves.
+/* Fills the table with K1..K(VC_TABLE_POWERS) and their Karatsuba halves.
  *
  * A serial chain Ki = dot(Ki-1, K1) would be 31 dependent multiplies for the
  * zmm table (each a multiply plus a two-step reduction: the latency chain is
@@ -281,7 +293,7 @@ static VC_FN void VC_NAME(ghash_init)(vc_ghash_key *g)
     vc_v p = v_loadu(VC_ENTRY(g->table, VC_L));
     v_storeu(VC_ENTRY(g->table, VC_L) + VC_TABLE_MID, v_xor(p, v_swap64(p)));
     const vc_v kl = v_bcast(VC_ENTRY(g->table, VC_L));
-    for (int i = VC_L + 1; i <= VC_POWERS; i += VC_L) {
+    for (int i = VC_L + 1; i <= VC_TABLE_POWERS; i += VC_L) {
         p = VC_NAME(dot)(p, kl);
         uint8_t *e = VC_ENTRY(g->table, i + VC_L - 1);
         v_storeu(e, p);
@@ -573,8 +585,9 @@ static VC_FN void VC_NAME(gcm_dec)(const vc_aes_key *k, const vc_ghash_key *g, u
 /*
  * A whole message with a 12-byte IV in one call (vc_tier.gcm_oneshot).
  *
- * Short messages (data within one batch, and AAD + data + length block
- * within VC_POWERS blocks) are one straight pass with ONE reduction:
+ * Short messages (data within VC_SHORT_V vectors, and AAD + data + length
+ * block within VC_TABLE_POWERS blocks) are one straight pass with ONE
+ * reduction:
  *
  *   hashed run  [ A_1 .. A_a | C_1 .. C_d | len ]     N = a + d + 1 blocks
  *   powers        K(N) ..     K(N-a) ..     K1        (one contiguous run)
@@ -667,7 +680,7 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
     vc_v S = v_zero();
     int have_s = 0;
 
-    if (len > VC_BATCH || (aad_len + 15) / 16 + (len + 15) / 16 + 1 > VC_POWERS) {
+    if (len > VC_SHORT_BYTES || (aad_len + 15) / 16 + (len + 15) / 16 + 1 > VC_TABLE_POWERS) {
         /* Long: AAD, then whole batches through the main loop. */
         alignas(16) uint8_t X[16], ctr[16];
         if (aad_len)
@@ -703,9 +716,9 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
     const size_t nv = (r + VC_W - 1) / VC_W;
     const uint8_t *kd = VC_ENTRY(g->table, (int)(n - na));
     const vc_v step = v_ctr_step();
-    vc_v x[4];
-    VC_UNROLL
-    for (size_t j = 0; j < 4; j++) {
+    vc_v x[VC_SHORT_V];
+    VC_UNROLL_SHORT
+    for (size_t j = 0; j < VC_SHORT_V; j++) {
         x[j] = v_zero();
         if (j < nv) {
             x[j] = v_shuf8(c, bs);
@@ -713,8 +726,8 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
             VC_AES_NOLAST(x[j]);
         }
     }
-    VC_UNROLL
-    for (size_t j = 0; j < 4; j++) {
+    VC_UNROLL_SHORT
+    for (size_t j = 0; j < VC_SHORT_V; j++) {
         if (j >= nv)
             break;
         const size_t off = j * VC_W, m = r - off < VC_W ? r - off : VC_W;
@@ -749,8 +762,8 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
     if (enc) {
         memcpy(tag, full, tag_len);
     } else if (vc_ct_memeq(full, tag, tag_len)) {
-        VC_UNROLL
-        for (size_t j = 0; j < 4; j++) {
+        VC_UNROLL_SHORT
+        for (size_t j = 0; j < VC_SHORT_V; j++) {
             if (j >= nv)
                 break;
             const size_t off = j * VC_W, m = r - off < VC_W ? r - off : VC_W;
