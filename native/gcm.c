@@ -1,7 +1,8 @@
 /*
  * gcm.c - AES-GCM front-end (NIST SP 800-38D): argument and length checks,
  * IV -> J0, AAD, streaming with partial blocks, tag.  The tiers do the bulk
- * CTR + GHASH on whole blocks (and a final partial block in one-shot calls).
+ * CTR + GHASH on whole blocks (and a final partial block in one-shot calls);
+ * the wide tiers take a one-shot call with a 12-byte IV whole (gcm_oneshot).
  *
  *   J0 = IV || 0^31 || 1                      (12-byte IV)
  *   J0 = GHASH_H(IV || 0^s || 0^64 || [len(IV)]_64)   (any other IV length)

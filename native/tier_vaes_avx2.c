@@ -69,6 +69,19 @@ static inline __attribute__((target(VC_TGT))) void v_store_part(uint8_t *p, __m2
     }
 }
 
+/* Out of line for the main loop's rare tails (gcm_crypt, ghash, CFB128):
+ * inlined there they change the register allocation of the whole loop. */
+#define v_load_part_cold v_load_part_cold
+#define v_store_part_cold v_store_part_cold
+static __attribute__((noinline, target(VC_TGT))) __m256i v_load_part_cold(const uint8_t *p, size_t n)
+{
+    return v_load_part(p, n);
+}
+static __attribute__((noinline, target(VC_TGT))) void v_store_part_cold(uint8_t *p, __m256i v, size_t n)
+{
+    v_store_part(p, v, n);
+}
+
 /* Zero bytes n..31: compare the byte index with n (all values < 128, so
  * the signed byte compare is exact). */
 static inline __attribute__((target(VC_TGT))) __m256i v_keep(__m256i v, size_t n)

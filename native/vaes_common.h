@@ -141,6 +141,13 @@
 
 #include <string.h>
 
+/* Partial loads/stores of the rare tails of gcm_crypt, ghash and CFB128; a
+ * tier whose v_load_part is heavy (VEX) supplies out-of-line versions. */
+#ifndef v_load_part_cold
+#define v_load_part_cold v_load_part
+#define v_store_part_cold v_store_part
+#endif
+
 #define VC_FN __attribute__((target(VC_TGT)))
 #define VC_NOINL __attribute__((noinline, target(VC_TGT)))
 #define VC_L (VC_W / 16)
@@ -309,7 +316,7 @@ static inline VC_FN void VC_NAME(load_tail)(vc_v d[4], const uint8_t *p, size_t 
     VC_UNROLL
     for (size_t j = 0; j < 4; j++) {
         const size_t off = j * VC_W;
-        d[j] = off >= r ? v_zero() : r - off >= VC_W ? v_loadu(p + off) : v_load_part(p + off, r - off);
+        d[j] = off >= r ? v_zero() : r - off >= VC_W ? v_loadu(p + off) : v_load_part_cold(p + off, r - off);
     }
 }
 
@@ -540,7 +547,7 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
                 if (enc)
                     d[j] = o;
             } else {
-                v_store_part(op + off, o, n - off);
+                v_store_part_cold(op + off, o, n - off);
                 if (enc) /* keystream past the message must not be hashed */
                     d[j] = v_keep(o, n - off);
             }
@@ -868,7 +875,7 @@ static VC_FN void VC_NAME(cfb128_dec)(const vc_aes_key *k, uint8_t iv[16], const
         } else {
             VC_UNROLL
             for (size_t j = 0; j * VC_W < r; j++)
-                v_store_part(out + done + j * VC_W, v_aesenclast(x[j], v_xor(kl, c[j])),
+                v_store_part_cold(out + done + j * VC_W, v_aesenclast(x[j], v_xor(kl, c[j])),
                              r - j * VC_W < VC_W ? r - j * VC_W : VC_W);
         }
     }
