@@ -1,7 +1,8 @@
 /*
  * gcm.c - AES-GCM front-end (NIST SP 800-38D): argument and length checks,
  * IV -> J0, AAD, streaming with partial blocks, tag.  The tiers do the bulk
- * CTR + GHASH on whole blocks (and a final partial block in one-shot calls).
+ * CTR + GHASH on whole blocks (and a final partial block in one-shot calls);
+ * the wide tiers take a one-shot call with a 12-byte IV whole (gcm_oneshot).
  *
  *   J0 = IV || 0^31 || 1                      (12-byte IV)
  *   J0 = GHASH_H(IV || 0^s || 0^64 || [len(IV)]_64)   (any other IV length)
@@ -358,92 +359,12 @@ static void ctx_tag(gcm_ctx *c, uint8_t full_tag[16])
 /* ----------------------------------------------------------- one-shot -- */
 
 /*
- * Small one-shot messages in two tier calls instead of four.
- *
- * The general path makes four calls: encrypt_block (E(J0)), ghash (AAD),
- * gcm_enc/dec (data), ghash (length block).  On the wide tiers each call
- * costs a whole batch whatever its length (16 blocks of AES or GHASH on
- * zmm), so for a short message the calls ARE the cost.  Two facts let us
- * make just two:
- *
- *   1. E(J0) is the CTR keystream of counter J0.  Running the tier's CTR from
- *      J0 (not inc32(J0)) over a zero block followed by the message gives
- *      E(J0) in block 0 and the message's output after it:
- *
- *        tmp_in  = [ 0^128 | P_1 .. P_n ]      counters J0, J0+1 .. J0+n
- *        tmp_out = [ E(J0) | C_1 .. C_n ]      (gcm_enc/gcm_dec)
- *
- *      The GHASH that call also computes (over the wrong blocks) goes into
- *      a throw-away accumulator.
- *
- *   2. With the ciphertext in hand, S is ONE ghash over the contiguous
- *
- *        hbuf = [ A | 0-pad | C | 0-pad | len(A)_64 | len(C)_64 ]
- *
- *      and T = E(J0) ^ S.
- *
- * Worth it on the tiers that set gcm_two_calls (the wide ones), while both
- * calls stay within one batch (GCM_SMALL_MAX bytes): past that the
- * throw-away GHASH and the copies cost more than the two calls saved.  On
- * aesni and generic, whose calls cost what their blocks cost, the general
- * path is faster.  Decryption writes the plaintext to `out` only after the tag has
- * verified, so a forgery releases nothing at all.
+ * One-shot calls with a 12-byte IV (the common case) go to the tier's
+ * gcm_oneshot where it has one (the wide tiers): the whole message, AAD,
+ * E(J0), length block and tag check in one call, with no copies; see
+ * vaes_common.h.  Other IV lengths, and the tiers without it, take the
+ * general path below (J0 by GHASH, then the calls a stream makes).
  */
-#define GCM_SMALL_MAX 256
-
-/* hlen = padded AAD + padded data + the length block, <= GCM_SMALL_MAX. */
-static int one_shot_small(const vc_gcm_key *k, int dir, const uint8_t j0[16], const uint8_t *aad,
-                          size_t aad_len, const uint8_t *in, uint8_t *out, size_t len,
-                          size_t hlen, uint8_t *tag_io, size_t tag_len)
-{
-    const vc_tier *t = k->tier[dir];
-    alignas(64) uint8_t tmp[GCM_SMALL_MAX]; /* [0 | data] in, [E(J0) | result] out */
-    alignas(64) uint8_t hbuf[GCM_SMALL_MAX];
-    alignas(16) uint8_t ctr[16], junk[16] = {0}, S[16] = {0}, full[16];
-    const size_t apad = (aad_len + 15) & ~(size_t)15;
-    int st = VC_OK;
-
-    memset(tmp, 0, 16);
-    if (len)
-        memcpy(tmp + 16, in, len);
-    memcpy(ctr, j0, 16);
-    if (dir == VC_DIR_ENCRYPT)
-        t->gcm_enc(&k->aes, k->ghk[dir], ctr, junk, tmp, tmp, 16 + len);
-    else
-        t->gcm_dec(&k->aes, k->ghk[dir], ctr, junk, tmp, tmp, 16 + len);
-
-    /* hbuf: A, C (ciphertext: the output when encrypting, the input when
-     * decrypting), zero padding, and the length block. */
-    memset(hbuf, 0, hlen - 16);
-    if (aad_len)
-        memcpy(hbuf, aad, aad_len);
-    if (len)
-        memcpy(hbuf + apad, dir == VC_DIR_ENCRYPT ? tmp + 16 : in, len);
-    vc_store_be64(hbuf + hlen - 16, (uint64_t)aad_len * 8);
-    vc_store_be64(hbuf + hlen - 8, (uint64_t)len * 8);
-    t->ghash(k->ghk[dir], S, hbuf, hlen);
-    for (int i = 0; i < 16; i++)
-        full[i] = S[i] ^ tmp[i];
-
-    if (dir == VC_DIR_ENCRYPT) {
-        memcpy(tag_io, full, tag_len);
-        if (len)
-            memcpy(out, tmp + 16, len);
-    } else if (vc_ct_memeq(full, tag_io, tag_len)) {
-        if (len)
-            memcpy(out, tmp + 16, len);
-    } else {
-        vc_secure_zero(out, len); /* same contract as the general path */
-        st = VC_ERR_AUTH;
-    }
-    /* keystream-derived bytes and the plaintext copy; hbuf holds only
-     * public data (AAD, ciphertext, lengths) */
-    vc_secure_zero(tmp, 16 + len);
-    vc_secure_zero(S, 16);
-    vc_secure_zero(full, 16);
-    vc_secure_zero(junk, 16);
-    return st;
-}
 
 static int one_shot(const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_len,
                     const uint8_t *aad, size_t aad_len, const uint8_t *in, uint8_t *out,
@@ -468,16 +389,9 @@ static int one_shot(const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_l
     if (vc_overlap_partial(in, out, len))
         return VC_ERR_OVERLAP;
 
-    /* The common case on the wide tiers, a 12-byte IV and a short message:
-     * J0 needs no GHASH, its counter field is 1 (no 2^32 wrap within a
-     * message this short).  hlen bounds the data too: 16 + len <= hlen. */
-    const size_t hlen = ((aad_len + 15) & ~(size_t)15) + ((len + 15) & ~(size_t)15) + 16;
-    if (iv && iv_len == 12 && k->status[dir] == VC_OK && k->tier[dir]->gcm_two_calls &&
-        hlen <= GCM_SMALL_MAX) {
-        alignas(16) uint8_t j0[16];
-        j0_from_iv96(j0, iv);
-        return one_shot_small(k, dir, j0, aad, aad_len, in, out, len, hlen, tag_io, tag_len);
-    }
+    if (iv && iv_len == 12 && k->status[dir] == VC_OK && k->tier[dir]->gcm_oneshot)
+        return k->tier[dir]->gcm_oneshot(&k->aes, k->ghk[dir], iv, aad, aad_len, in, out, len,
+                                         tag_io, tag_len, dir == VC_DIR_ENCRYPT);
 
     if ((st = ctx_init(&c, k, dir, iv, iv_len)) != VC_OK)
         return st;

@@ -39,9 +39,11 @@ typedef struct vc_aes_key {
 /* GHASH key material.  h is H = E_K(0^128) in standard byte order; table is
  * tier-private (powers of H, Karatsuba halves ...), laid out by the tier that
  * initialised it.  1 KiB holds the largest layout (the wide tiers' 32
- * powers with their Karatsuba halves); every byte of it is zeroed when a key
- * is made and wiped when it is freed, so it is no larger than that. */
-#define VC_GHASH_TABLE_BYTES 1024
+ * powers with their Karatsuba halves), plus 64 zero bytes the wide tiers'
+ * vector loads may run into for lanes that hold no block (see
+ * vaes_common.h); every byte is zeroed when a key is made and wiped when it
+ * is freed, so it is no larger than that. */
+#define VC_GHASH_TABLE_BYTES (1024 + 64)
 typedef struct vc_ghash_key {
     alignas(VC_ALIGN) uint8_t table[VC_GHASH_TABLE_BYTES];
     alignas(16) uint8_t h[16];
@@ -74,10 +76,17 @@ typedef struct vc_tier {
                     uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len);
     void (*gcm_dec)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
                     uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len);
-    /* Nonzero: short one-shot messages take gcm.c's two-call path (worth it
-     * where every call costs a whole wide batch whatever its length; on
-     * aesni/generic it measured slower: +64% at 0 B, +45% at 128 B on aesni). */
-    int gcm_two_calls;
+    /* One-shot message with a 12-byte IV (J0 = IV || 0^31 || 1) in one
+     * call: AAD, CTR + GHASH over len bytes of in -> out, the length block
+     * and E(J0).  The front-end has checked every argument and limit
+     * (tag_len is 4, 8 or 12..16; with a 12-byte IV the counter never
+     * wraps).  enc: writes out and tag[0..tag_len), returns VC_OK.  dec:
+     * returns VC_OK with the plaintext in out iff the first tag_len bytes of
+     * the tag match (compared in constant time), else VC_ERR_AUTH with out
+     * zeroed.  in == out is allowed.  NULL: gcm.c runs the general path. */
+    int (*gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t iv[12],
+                       const uint8_t *aad, size_t aad_len, const uint8_t *in, uint8_t *out,
+                       size_t len, uint8_t *tag, size_t tag_len, int enc);
 
     /* CFB ---------------------------------------------------------------
      * cfb128: len % 16 == 0, iv updated to the last ciphertext block.

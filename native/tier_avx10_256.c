@@ -40,6 +40,10 @@
 #define VC_GCM_FAULT() __asm__ volatile("vpxorq %%zmm31, %%zmm31, %%zmm31" ::: "xmm31")
 #endif
 
+/* 32 vector registers hold 8 keystream vectors beside the round keys: the
+ * one-shot short pass covers 256 bytes, as on zmm. */
+#define VC_SHORT_V 8
+
 #include "vaes_common.h"
 
 const vc_tier vc_tier_avx10_256 = {
@@ -50,7 +54,7 @@ const vc_tier vc_tier_avx10_256 = {
     .ghash = vc_avx10_256_ghash,
     .gcm_enc = vc_avx10_256_gcm_enc,
     .gcm_dec = vc_avx10_256_gcm_dec,
-    .gcm_two_calls = 1,
+    .gcm_oneshot = vc_avx10_256_gcm_oneshot,
     .cfb128_enc = vc_avx10_256_cfb128_enc,
     .cfb128_dec = vc_avx10_256_cfb128_dec,
     .cfb8_enc = NULL, /* CFB8/CFB1 never take a VAES path */

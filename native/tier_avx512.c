@@ -44,6 +44,9 @@ typedef __m512i vc_v;
 #define v_add32(a, b) _mm512_add_epi32((a), (b))
 #define v_ctr_lanes() _mm512_set_epi32(0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0)
 #define v_ctr_step() _mm512_set_epi32(0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4)
+#define v_bcast_x(x) _mm512_broadcast_i32x4(x)
+#define v_lo128(v) _mm512_castsi512_si128(v)
+#define v_lane0_x(x) _mm512_zextsi128_si512(x)
 #define v_lane0_load(p) _mm512_zextsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(p)))
 #define v_lane0_store(p, v) _mm_storeu_si128((__m128i *)(void *)(p), _mm512_castsi512_si128(v))
 /* n in 1..64 bytes */
@@ -109,7 +112,7 @@ const vc_tier vc_tier_avx512 = {
     .ghash = vc_avx512_ghash,
     .gcm_enc = vc_avx512_gcm_enc,
     .gcm_dec = vc_avx512_gcm_dec,
-    .gcm_two_calls = 1,
+    .gcm_oneshot = vc_avx512_gcm_oneshot,
     .cfb128_enc = vc_avx512_cfb128_enc,
     .cfb128_dec = vc_avx512_cfb128_dec,
     .cfb8_enc = VC_CFB8_ENC,

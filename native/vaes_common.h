@@ -50,16 +50,19 @@
  * XOR-summed first and reduced ONCE.
  *
  * Key-power table (g->table), one layout for every wide tier:
- *   bytes    0..255  K16, K15, ..., K1          (entry i = K(16-i))
- *   bytes  256..511  Karatsuba halves: entry i = (lo ^ hi) of K(16-i) in
+ *   bytes    0..511  K32, K31, ..., K1          (entry i = K(32-i))
+ *   bytes  512..1023 Karatsuba halves: entry i = (lo ^ hi) of K(32-i) in
  *                    both 64-bit halves
- *   bytes  512..767  zmm only: K32, ..., K17    (entry i = K(32-i))
- *   bytes 768..1023  their Karatsuba halves
- * A batch of n <= 16 blocks pairs block j (0-based) with entry 16-n+j, so
- * one unaligned vector load at entry 16-n+lane gives every lane its power:
- * zmm uses K16..K1 for 16 blocks, ymm uses K8..K1 for 8 blocks.  The main
- * loop sums two batches before reducing (see below): the first of the pair
- * takes K(2B)..K(B+1), i.e. K32..K17 (zmm) or K16..K9 (ymm).
+ *   bytes 1024..1087 zero
+ * The ymm tiers fill only K16..K1 (they never need more).  A run of n <= 32
+ * blocks hashed with one reduction pairs block j (0-based) with K(n-j),
+ * and since the powers descend contiguously one unaligned vector load at
+ * K(n-j) gives lanes j..j+L-1 their powers K(n-j)..K(n-j-L+1): a batch
+ * of 16 (zmm) / 8 (ymm) blocks takes K16..K1 / K8..K1, the first of a pair
+ * of main-loop batches K32..K17 / K16..K9, and a short message's AAD, data
+ * and length block one contiguous descending run.  Lanes past the last
+ * block of a run hold zero data, so the powers they load (past K1: the
+ * Karatsuba half, or the zero bytes at the end) do not matter.
  *
  * Karatsuba: with a = a1 x^64 + a0 and b = b1 x^64 + b0 (64-bit halves)
  *   a*b = a1 b1 x^128 + [(a0^a1)(b0^b1) ^ a0 b0 ^ a1 b1] x^64 + a0 b0
@@ -138,6 +141,13 @@
 
 #include <string.h>
 
+/* Partial loads/stores of the rare tails of gcm_crypt, ghash and CFB128; a
+ * tier whose v_load_part is heavy (VEX) supplies out-of-line versions. */
+#ifndef v_load_part_cold
+#define v_load_part_cold v_load_part
+#define v_store_part_cold v_store_part
+#endif
+
 #define VC_FN __attribute__((target(VC_TGT)))
 #define VC_NOINL __attribute__((noinline, target(VC_TGT)))
 #define VC_L (VC_W / 16)
@@ -148,16 +158,28 @@
  * in every AES round's dependency chain. */
 #define VC_UNROLL _Pragma("GCC unroll 4")
 
-#define VC_TABLE_MID 256
-#define VC_TABLE_HI 512
+#define VC_TABLE_MID 512
 /* Powers the main loop needs: two batches share one reduction. */
 #define VC_POWERS (2 * VC_B)
+/* The one-shot short pass (see gcm_oneshot) takes up to VC_SHORT_V vectors
+ * of data (a tier with 32 vector registers can hold 8 ymm keystream
+ * vectors; the default is one batch), and needs a power for every block of
+ * AAD + data + length block: 32 powers once the data can be 16 blocks. */
+#ifndef VC_SHORT_V
+#define VC_SHORT_V 4
+#endif
+#define VC_SHORT_BYTES (VC_SHORT_V * VC_W)
+#define VC_TABLE_POWERS (VC_SHORT_V * VC_L >= 16 ? 32 : VC_POWERS)
+#define VC_STR_(x) #x
+#define VC_XSTR_(x) VC_STR_(x)
+#define VC_UNROLL_SHORT _Pragma(VC_XSTR_(GCC unroll VC_SHORT_V))
 /* Table entry of power Ki, 1 <= i <= 32 (see the key-power table above).
- * Entries of consecutive powers descend in memory within each half, so a
- * vector at VC_ENTRY(t, i + VC_L - 1) holds K(i + VC_L - 1), ..., K(i) in
- * lanes 0..VC_L-1, and one at VC_ENTRY(t, n) the powers a batch of n takes. */
-#define VC_ENTRY(table, i) ((table) + ((i) <= 16 ? (16 - (i)) * 16 : VC_TABLE_HI + (32 - (i)) * 16))
-static_assert(VC_TABLE_HI + 2 * VC_TABLE_MID <= VC_GHASH_TABLE_BYTES, "GHASH power table does not fit");
+ * Entries of consecutive powers descend in memory, so a vector at
+ * VC_ENTRY(t, i + VC_L - 1) holds K(i + VC_L - 1), ..., K(i) in lanes
+ * 0..VC_L-1, and one at VC_ENTRY(t, n) the powers a batch of n takes. */
+#define VC_ENTRY(table, i) ((table) + (32 - (i)) * 16)
+/* A vector load at K1 (or at Kn, n < L) runs up to L-1 entries past K1. */
+static_assert(2 * VC_TABLE_MID + 48 <= VC_GHASH_TABLE_BYTES, "GHASH power table does not fit");
 
 /* Per-lane byte reversal (block <-> reflected GHASH / LE counter form). */
 #define v_bswap_mask() v_bcast(vc_bswap_bytes)
@@ -165,6 +187,9 @@ static const uint8_t vc_bswap_bytes[16] = {15, 14, 13, 12, 11, 10, 9, 8,
                                            7,  6,  5,  4,  3,  2,  1, 0};
 /* Low 64 bits of p(x) above x^64 (see Reduction above), in every qword. */
 static const uint8_t vc_q_bytes[16] = {0, 0, 0, 0, 0, 0, 0, 0xc2, 0, 0, 0, 0, 0, 0, 0, 0xc2};
+/* 1 in the low 32-bit word of every lane: inc32 in LE counter form. */
+#define v_ctr_one() v_bcast(vc_one_bytes)
+static const uint8_t vc_one_bytes[16] = {1};
 /* mulX's conditional xor: p(x) without the x^128 term. */
 static const uint8_t vc_p_bytes[16] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xc2};
 
@@ -181,7 +206,7 @@ static inline VC_FN vc_v VC_NAME(reduce)(vc_v lo, vc_v mid, vc_v hi)
 
 /* One batch: S <- sum over blocks j < n of dot(d_j (+S on block 0), K(n-j)).
  * d[] holds byte-reversed blocks, lanes past n are zero (their products are
- * zero; the key loads stay inside the first 512 bytes of the table).  S is
+ * zero; the key loads stay inside the table, see its zero tail).  S is
  * a vector with only lane 0 set.  Split in two (mul: products summed into
  * an accumulator, finish: fix-up, reduction, lane fold) so the CTR loop can
  * put AES rounds between them and sum two batches before one reduction. */
@@ -245,7 +270,7 @@ static inline VC_FN vc_v VC_NAME(dot)(vc_v a, vc_v b)
 }
 
 
-/* Fills the table with K1..K(VC_POWERS) and their Karatsuba halves.
+/* Fills the table with K1..K(VC_TABLE_POWERS) and their Karatsuba halves.
  *
  * A serial chain Ki = dot(Ki-1, K1) would be 31 dependent multiplies for the
  * zmm table (each a multiply plus a two-step reduction: the latency chain is
@@ -275,7 +300,7 @@ static VC_FN void VC_NAME(ghash_init)(vc_ghash_key *g)
     vc_v p = v_loadu(VC_ENTRY(g->table, VC_L));
     v_storeu(VC_ENTRY(g->table, VC_L) + VC_TABLE_MID, v_xor(p, v_swap64(p)));
     const vc_v kl = v_bcast(VC_ENTRY(g->table, VC_L));
-    for (int i = VC_L + 1; i <= VC_POWERS; i += VC_L) {
+    for (int i = VC_L + 1; i <= VC_TABLE_POWERS; i += VC_L) {
         p = VC_NAME(dot)(p, kl);
         uint8_t *e = VC_ENTRY(g->table, i + VC_L - 1);
         v_storeu(e, p);
@@ -291,14 +316,16 @@ static inline VC_FN void VC_NAME(load_tail)(vc_v d[4], const uint8_t *p, size_t 
     VC_UNROLL
     for (size_t j = 0; j < 4; j++) {
         const size_t off = j * VC_W;
-        d[j] = off >= r ? v_zero() : r - off >= VC_W ? v_loadu(p + off) : v_load_part(p + off, r - off);
+        d[j] = off >= r ? v_zero() : r - off >= VC_W ? v_loadu(p + off) : v_load_part_cold(p + off, r - off);
     }
 }
 
-static VC_FN void VC_NAME(ghash)(const vc_ghash_key *g, uint8_t X[16], const uint8_t *in, size_t len)
+/* S (reflected, lane 0) after hashing len bytes of in, the last partial
+ * block zero-padded. */
+static inline VC_FN vc_v VC_NAME(ghash_s)(const vc_ghash_key *g, vc_v S, const uint8_t *in,
+                                          size_t len)
 {
     const vc_v bs = v_bswap_mask();
-    vc_v S = v_shuf8(v_lane0_load(X), bs);
     vc_v d[4];
     for (; len >= VC_BATCH; len -= VC_BATCH, in += VC_BATCH) {
         VC_UNROLL
@@ -313,6 +340,13 @@ static VC_FN void VC_NAME(ghash)(const vc_ghash_key *g, uint8_t X[16], const uin
             d[j] = v_shuf8(d[j], bs);
         S = VC_BATCH4(g, S, d, (len + 15) / 16);
     }
+    return S;
+}
+
+static VC_FN void VC_NAME(ghash)(const vc_ghash_key *g, uint8_t X[16], const uint8_t *in, size_t len)
+{
+    const vc_v bs = v_bswap_mask();
+    vc_v S = VC_NAME(ghash_s)(g, v_shuf8(v_lane0_load(X), bs), in, len);
     v_lane0_store(X, v_shuf8(S, bs));
 }
 
@@ -471,6 +505,20 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
             continue;
         }
 
+        if (np == 2 && r < VC_BATCH) {
+            /* enc: the two pending batches as a pair, one reduction (a is
+             * empty here: the last main-loop batch did not pair). */
+            VC_UNROLL
+            for (int j = 0; j < 4; j++) {
+                const vc_v h = v_shuf8(v_loadu(op - 2 * VC_BATCH + j * VC_W), bs);
+                VC_NAME(mul)(&a, j ? h : v_xor(h, S), kp2 + j * VC_W, j == 0);
+            }
+            VC_UNROLL
+            for (int j = 0; j < 4; j++)
+                VC_NAME(mul)(&a, v_shuf8(v_loadu(op - VC_BATCH + j * VC_W), bs), kp + j * VC_W, 0);
+            S = VC_NAME(finish)(&a);
+            np = 0;
+        }
         for (; np && r < VC_BATCH; np--) { /* enc: hash them before the tail */
             vc_v h[4];
             VC_UNROLL
@@ -499,7 +547,7 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
                 if (enc)
                     d[j] = o;
             } else {
-                v_store_part(op + off, o, n - off);
+                v_store_part_cold(op + off, o, n - off);
                 if (enc) /* keystream past the message must not be hashed */
                     d[j] = v_keep(o, n - off);
             }
@@ -537,6 +585,210 @@ static VC_FN void VC_NAME(gcm_dec)(const vc_aes_key *k, const vc_ghash_key *g, u
                                    uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len)
 {
     VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, len, 0);
+}
+
+/* ----------------------------------------------------- one-shot GCM -- */
+
+/*
+ * A whole message with a 12-byte IV in one call (vc_tier.gcm_oneshot).
+ *
+ * Short messages (data within VC_SHORT_V vectors, and AAD + data + length
+ * block within VC_TABLE_POWERS blocks) are one straight pass with ONE
+ * reduction:
+ *
+ *   hashed run  [ A_1 .. A_a | C_1 .. C_d | len ]     N = a + d + 1 blocks
+ *   powers        K(N) ..     K(N-a) ..     K1        (one contiguous run)
+ *   S = sum of the products, reduced once; T = E(J0) ^ rev(S)
+ *
+ * AES runs on ceil(len / VC_W) vectors only (a 64-byte message is one zmm
+ * vector, not a 16-block batch), and E(J0) is an xmm chain beside them,
+ * independent of everything until the tag.  Tails are masked loads and
+ * stores straight from and to the caller's buffers.
+ *
+ * Decryption of a short message hashes the ciphertext while its keystream
+ * is computed (the two are independent), checks the tag, and only then
+ * XORs and stores: no plaintext is written before the tag verifies, and
+ * nothing is copied.
+ *
+ * Longer messages: the AAD is hashed first, the whole batches go through
+ * gcm_crypt (the interleaved main loop), and the last (< one batch) chunk
+ * is the short pass above with the running S multiplied in at K(N) and no
+ * AAD run.  Decryption then writes plaintext before the tag is known, as
+ * the streaming path does, and zeroes all of out if it does not verify.
+ */
+
+/* Every round but the last of one vector, keys from VC_KEYS_LOAD. */
+#define VC_AES_NOLAST(v)                                                                           \
+    do {                                                                                           \
+        v = v_xor(v, k0);                                                                          \
+        if (nr > 10) {                                                                             \
+            v = v_aesenc(v, e0);                                                                   \
+            v = v_aesenc(v, e1);                                                                   \
+            if (nr > 12) {                                                                         \
+                v = v_aesenc(v, e2);                                                               \
+                v = v_aesenc(v, e3);                                                               \
+            }                                                                                      \
+        }                                                                                          \
+        v = v_aesenc(v, m0);                                                                       \
+        v = v_aesenc(v, m1);                                                                       \
+        v = v_aesenc(v, m2);                                                                       \
+        v = v_aesenc(v, m3);                                                                       \
+        v = v_aesenc(v, m4);                                                                       \
+        v = v_aesenc(v, m5);                                                                       \
+        v = v_aesenc(v, m6);                                                                       \
+        v = v_aesenc(v, m7);                                                                       \
+        v = v_aesenc(v, m8);                                                                       \
+    } while (0)
+
+/* The same on the xmm lane 0 of the keys: E(J0). */
+#define VC_AES_XMM(b)                                                                              \
+    do {                                                                                           \
+        b = _mm_xor_si128(b, v_lo128(k0));                                                         \
+        if (nr > 10) {                                                                             \
+            b = _mm_aesenc_si128(b, v_lo128(e0));                                                  \
+            b = _mm_aesenc_si128(b, v_lo128(e1));                                                  \
+            if (nr > 12) {                                                                         \
+                b = _mm_aesenc_si128(b, v_lo128(e2));                                              \
+                b = _mm_aesenc_si128(b, v_lo128(e3));                                              \
+            }                                                                                      \
+        }                                                                                          \
+        b = _mm_aesenc_si128(b, v_lo128(m0));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m1));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m2));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m3));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m4));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m5));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m6));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m7));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m8));                                                      \
+        b = _mm_aesenclast_si128(b, v_lo128(kl));                                                  \
+    } while (0)
+
+static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key *g,
+                                         const uint8_t iv[12], const uint8_t *aad, size_t aad_len,
+                                         const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,
+                                         size_t tag_len, int enc)
+{
+    const unsigned nr = k->rounds;
+    const vc_v bs = v_bswap_mask();
+    /* J0 = IV || 0^31 || 1, built from scalar loads (nothing past iv[11]). */
+    uint64_t iv_lo;
+    uint32_t iv_hi;
+    memcpy(&iv_lo, iv, 8);
+    memcpy(&iv_hi, iv + 8, 4);
+    const __m128i j0 =
+        _mm_insert_epi32(_mm_insert_epi32(_mm_cvtsi64_si128((long long)iv_lo), (int)iv_hi, 2),
+                         0x01000000, 3);
+    /* First data counter inc32(J0) in LE form (low word = counter). */
+    vc_v c = v_add32(v_add32(v_shuf8(v_bcast_x(j0), bs), v_ctr_lanes()), v_ctr_one());
+    const uint8_t *ip = in;
+    uint8_t *op = out;
+    size_t r = len, arun = aad_len;
+    vc_v S = v_zero();
+    int have_s = 0;
+
+    if (len > VC_SHORT_BYTES || (aad_len + 15) / 16 + (len + 15) / 16 + 1 > VC_TABLE_POWERS) {
+        /* Long: AAD, then whole batches through the main loop. */
+        alignas(16) uint8_t X[16], ctr[16];
+        if (aad_len)
+            S = VC_NAME(ghash_s)(g, S, aad, aad_len);
+        const size_t full = len - len % VC_BATCH;
+        v_lane0_store(X, v_shuf8(S, bs));
+        _mm_storeu_si128((__m128i *)(void *)ctr, v_lo128(v_shuf8(c, bs)));
+        VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, full, enc);
+        S = v_shuf8(v_lane0_load(X), bs);
+        c = v_add32(v_shuf8(v_bcast(ctr), bs), v_ctr_lanes());
+        vc_secure_zero(X, sizeof X);
+        have_s = 1;
+        arun = 0;
+        ip += full;
+        op += full;
+        r -= full;
+    }
+
+#ifdef VC_GCM_FAULT
+    if (!have_s) /* once per message: a long one ran it in gcm_crypt */
+        VC_GCM_FAULT();
+#endif
+    VC_KEYS_LOAD(k);
+    __m128i ekj0 = j0;
+    VC_AES_XMM(ekj0);
+
+    const size_t na = (arun + 15) / 16, nd = (r + 15) / 16, n = na + nd + 1;
+    VC_NAME(acc) a = {v_zero(), v_zero(), v_zero()};
+    if (have_s)
+        VC_NAME(mul)(&a, S, VC_ENTRY(g->table, (int)n), 0);
+    for (size_t off = 0; off < arun; off += VC_W) {
+        const vc_v d = arun - off >= VC_W ? v_loadu(aad + off) : v_load_part(aad + off, arun - off);
+        VC_NAME(mul)(&a, v_shuf8(d, bs), VC_ENTRY(g->table, (int)(n - off / 16)), 0);
+    }
+
+    /* Keystream for the nv vectors the data needs, all in flight at once. */
+    const size_t nv = (r + VC_W - 1) / VC_W;
+    const uint8_t *kd = VC_ENTRY(g->table, (int)(n - na));
+    const vc_v step = v_ctr_step();
+    vc_v x[VC_SHORT_V];
+    VC_UNROLL_SHORT
+    for (size_t j = 0; j < VC_SHORT_V; j++) {
+        x[j] = v_zero();
+        if (j < nv) {
+            x[j] = v_shuf8(c, bs);
+            c = v_add32(c, step);
+            VC_AES_NOLAST(x[j]);
+        }
+    }
+    VC_UNROLL_SHORT
+    for (size_t j = 0; j < VC_SHORT_V; j++) {
+        if (j >= nv)
+            break;
+        const size_t off = j * VC_W, m = r - off < VC_W ? r - off : VC_W;
+        vc_v d = m == VC_W ? v_loadu(ip + off) : v_load_part(ip + off, m);
+        if (enc) { /* hash what is written */
+            d = v_aesenclast(x[j], v_xor(kl, d));
+            if (m == VC_W) {
+                v_storeu(op + off, d);
+            } else {
+                v_store_part(op + off, d, m);
+                d = v_keep(d, m); /* keystream past the message is not hashed */
+            }
+        }
+        VC_NAME(mul)(&a, v_shuf8(d, bs), kd + j * VC_W, 0);
+    }
+    /* The length block, [len(A)]_64 || [len(C)]_64 reversed, times K1. */
+    {
+        const vc_v lb = v_lane0_x(_mm_set_epi64x((long long)((uint64_t)aad_len * 8),
+                                                 (long long)((uint64_t)len * 8)));
+        const vc_v k1 = v_lane0_load(VC_ENTRY(g->table, 1));
+        const vc_v k1m = v_lane0_load(VC_ENTRY(g->table, 1) + VC_TABLE_MID);
+        a.lo = v_xor(a.lo, v_clmul(lb, k1, 0x00));
+        a.hi = v_xor(a.hi, v_clmul(lb, k1, 0x11));
+        a.kara = v_xor(a.kara, v_clmul(v_xor(lb, v_swap64(lb)), k1m, 0x00));
+    }
+    S = VC_NAME(finish)(&a);
+
+    alignas(16) uint8_t full[16];
+    _mm_store_si128((__m128i *)(void *)full,
+                    _mm_xor_si128(ekj0, v_lo128(v_shuf8(S, bs))));
+    int st = VC_OK;
+    if (enc) {
+        memcpy(tag, full, tag_len);
+    } else if (vc_ct_memeq(full, tag, tag_len)) {
+        VC_UNROLL_SHORT
+        for (size_t j = 0; j < VC_SHORT_V; j++) {
+            if (j >= nv)
+                break;
+            const size_t off = j * VC_W, m = r - off < VC_W ? r - off : VC_W;
+            if (m == VC_W)
+                v_storeu(op + off, v_aesenclast(x[j], v_xor(kl, v_loadu(ip + off))));
+            else
+                v_store_part(op + off, v_xor(v_aesenclast(x[j], kl), v_load_part(ip + off, m)), m);
+        }
+    } else {
+        vc_secure_zero(out, len); /* the main loop may have written plaintext */
+        st = VC_ERR_AUTH;
+    }
+    vc_secure_zero(full, sizeof full);
+    return st;
 }
 
 /* ------------------------------------------------------------- CFB128 -- */
@@ -627,7 +879,7 @@ static VC_FN void VC_NAME(cfb128_dec)(const vc_aes_key *k, uint8_t iv[16], const
         } else {
             VC_UNROLL
             for (size_t j = 0; j * VC_W < r; j++)
-                v_store_part(out + done + j * VC_W, v_aesenclast(x[j], v_xor(kl, c[j])),
+                v_store_part_cold(out + done + j * VC_W, v_aesenclast(x[j], v_xor(kl, c[j])),
                              r - j * VC_W < VC_W ? r - j * VC_W : VC_W);
         }
     }

@@ -31,6 +31,9 @@ typedef __m256i vc_v;
 #define v_add32(a, b) _mm256_add_epi32((a), (b))
 #define v_ctr_lanes() _mm256_set_epi32(0, 0, 0, 1, 0, 0, 0, 0)
 #define v_ctr_step() _mm256_set_epi32(0, 0, 0, 2, 0, 0, 0, 2)
+#define v_bcast_x(x) _mm256_broadcastsi128_si256(x)
+#define v_lo128(v) _mm256_castsi256_si128(v)
+#define v_lane0_x(x) _mm256_zextsi128_si256(x)
 #define v_lane0_load(p) _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p)))
 #define v_lane0_store(p, v) _mm_storeu_si128((__m128i *)(void *)(p), _mm256_castsi256_si128(v))
 /* Sum of the two lanes into lane 0, upper lane zero. */

@@ -10,7 +10,7 @@ the machine code the build produced.
 Rules: avx10_256 has no zmm operand and is EVEX (at least one EVEX-only
 instruction); vaes_avx2 has no EVEX and no zmm; aesni has neither VEX nor EVEX
 (it must run on Westmere); generic has no AES or carry-less multiply.  And all
-VAES GCM code together stays within 16 KiB of .text.
+VAES GCM code of each wide tier stays within 16 KiB of .text.
 """
 
 from __future__ import annotations
@@ -114,13 +114,12 @@ def test_translation_unit_encodings(path: str, tmp_path: Path) -> None:
     _check(path, funcs)
 
 
-def test_vaes_gcm_code_size(extension_functions: dict[str, list[Insn]]) -> None:
-    """All VAES GCM code (gcm_crypt, ghash, ghash_init and helpers of the three
-    wide tiers) within 16 KiB of .text."""
-    size = 0
-    for path in ("avx512", "avx10_256", "vaes_avx2"):
-        for name, insns in _tier(extension_functions, path).items():
-            if "cfb128" in name:
-                continue
-            size += sum(i.length for i in insns)
-    assert 0 < size <= 16 * 1024, f"VAES GCM code is {size} bytes"
+@pytest.mark.parametrize("path", ["avx512", "avx10_256", "vaes_avx2"])
+def test_vaes_gcm_code_size(extension_functions: dict[str, list[Insn]], path: str) -> None:
+    """Each wide tier's VAES GCM code (gcm_oneshot, gcm_crypt, ghash,
+    ghash_init and helpers) within 16 KiB of .text: the budget is per width
+    (issue 16)."""
+    size = sum(sum(i.length for i in insns)
+               for name, insns in _tier(extension_functions, path).items()
+               if "cfb128" not in name)
+    assert 0 < size <= 16 * 1024, f"{path} VAES GCM code is {size} bytes"
