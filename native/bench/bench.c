@@ -351,18 +351,18 @@ double vc_bench_openssl(int mode, int dir, unsigned key_bits, size_t size, doubl
  * stores, no dependence between accumulators), so latency is hidden and
  * only issue throughput counts: 12 accumulators at every width (legacy and
  * VEX code has 16 registers, the key takes one; GCC's asm takes at most 30
- * operands, an in-out operand counting twice).  Covering the latency needs
- * latency x throughput in flight: 4 cycles x 2 per cycle = 8 on Zen 4
- * (ymm/xmm; zmm 4 x 1), at most 5 x 2 = 10 on Intel cores up to Sapphire
- * Rapids.  A loop limited by latency would read low and the roof with it,
- * which the bench's "path above its roof" check then reports.  AESENCLAST runs on the same
+ * operands, an in-out operand counting twice).  Hiding the latency takes
+ * latency x throughput rounds in flight: 8 on Zen 4 (4 cycles, 2 xmm/ymm
+ * per cycle; zmm 4 x 1), no more than 12 on the Intel cores we know of.
+ * A loop limited by latency would read low and the roof with it, which the
+ * bench's "above its roof" check then reports.  AESENCLAST runs on the same
  * unit at the same rate as AESENC, so the loop uses AESENC only.
  *
  * The whitening XOR of round 0 is NOT counted: it is a plain vector XOR,
- * which every current core can issue on ports the AES unit does not use
- * (Zen 4: VAESENC on FP0/FP1, VPXOR on any of FP0-FP3; Intel Ice Lake to
- * Sapphire Rapids: AES on port 0 (and 1 up to 256 bits), zmm VPXORD also on
- * port 5), so counting it could put the bound below what a path reaches.
+ * which current cores can issue on ports the AES unit does not use (Zen 4:
+ * VAESENC on FP0/FP1, VPXOR on any of FP0-FP3; recent Intel cores: AES on
+ * port 0 (and 1), vector XOR also on port 5), so counting it could put the
+ * bound below what a path reaches.
  * The Python side turns the rate into MB/s per message size
  * (vaescrypt.bench.issue_roof_mbps). */
 

@@ -18,8 +18,9 @@ and the ratios C/EVP and py/crypto, and two reference points:
         8 x size in CFB1, and lane-rounds per second is measured: a loop of
         AESENC on 12 independent accumulators, no loads or stores, at each
         register width (xmm 1 lane, ymm 2, zmm 4); a path's roof uses the
-        best width it may use (aesni xmm, vaes_avx2/avx10_256 ymm, avx512
-        zmm), the run keeps the best rate it measured.  The round-0 XOR is
+        best rate among the widths it may use (aesni: xmm; vaes_avx2 and
+        avx10_256: up to ymm; avx512: up to zmm), the best sample of the
+        run (the legend prints the median beside it).  The round-0 XOR is
         not counted: it can issue on ports the AES unit does not use.
         A measurement above its roof means the roof is wrong (too low), not
         that a path is fast: the table marks the ratio with "!", and
