@@ -1,7 +1,7 @@
 """What users run carries no benchmark harness and no mutation fault switch.
 
-- The benchmark loops (native/bench/: OpenSSL through dlopen, the zmm roof and
-  floor loops, vc_bench_*) are built only into vaescrypt._bench, which only
+- The benchmark loops (native/bench/: OpenSSL through dlopen, the AES issue-rate
+  and zmm CTR loops, vc_bench_*) are built only into vaescrypt._bench, which only
   `python -m vaescrypt.bench` imports.  `import vaescrypt` must not load it,
   and the production extension vaescrypt._native must not contain it: no
   vc_bench_* in its cffi lib, none in its dynamic symbol table (`nm -D`), no
@@ -94,7 +94,7 @@ def test_bench_extension_carries_the_harness() -> None:
         "vaescrypt._bench is not built (python3 setup.py build_ext --inplace)"
     dynsyms = _symbols(_nm(Path(spec.origin), "-D"))
     wanted = {"vc_bench_lib", "vc_bench_keysetup", "vc_bench_openssl",
-              "vc_bench_openssl_version", "vc_bench_roof", "vc_bench_floor"}
+              "vc_bench_openssl_version", "vc_bench_aes_issue", "vc_bench_ctr_loop"}
     assert wanted <= dynsyms
     assert "vc_fault_build" not in dynsyms
 

@@ -5,9 +5,10 @@
  *   - our one-shot public API (what an application calls),
  *   - OpenSSL's EVP interface, loaded with dlopen("libcrypto.so.3") so the
  *     library never links against OpenSSL (absent -> "unavailable"),
- *   - the "roof": a bare zmm VAES CTR loop with no GHASH and no front-end,
- *   - the "floor": the roof plus the carry-less multiplies GHASH needs,
- *     the most any GCM path could approach where the two share ports.
+ *   - the AES issue rate of each register width (lane-rounds per second),
+ *     from which the Python side derives the roof, a real upper bound,
+ *   - a bare zmm VAES CTR loop (no GHASH, no front-end): a measured
+ *     reference point, NOT a bound (good GCM code reaches 96-102 % of it).
  * Each point is calibrated so one batch lasts ~seconds/5; five batches run
  * and the fastest is kept (least disturbed by the other core's load).
  * Time is the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), not wall
@@ -26,6 +27,7 @@
 
 #include "internal.h"
 #include "vc_bench.h"
+#include "vc_tier_isa.h"
 
 #define VC_BENCH_BATCHES 5
 
@@ -333,23 +335,141 @@ double vc_bench_openssl(int mode, int dir, unsigned key_bits, size_t size, doubl
     return r;
 }
 
-/* ------------------------------------------------------- roof, floor -- */
+/* ------------------------------------------------- AES issue rate (roof) -- */
 
-#define VC_ROOF_TGT __attribute__((target("avx512f,avx512vl,avx512bw,vaes,vpclmulqdq")))
+/* The roof is an issue-rate bound.  Whatever else a GCM or CFB path does,
+ * every block it produces costs Nr AES round instructions (Nr-1 AESENC + one
+ * AESENCLAST, Nr = 10/12/14) on the core's AES unit, one 128-bit lane per
+ * block.  So no path can produce blocks faster than
+ *
+ *     lane-rounds per second / Nr
+ *
+ * where "lane-rounds per second" is the most AES round work the unit can
+ * issue: an xmm AESENC is one lane-round, a ymm VAESENC two, a zmm VAESENC
+ * four.  That rate is measured here, per register width, with a loop of
+ * AESENC on many INDEPENDENT accumulators and nothing else (no loads, no
+ * stores, no dependence between accumulators), so latency is hidden and
+ * only issue throughput counts: 12 accumulators at every width (legacy and
+ * VEX code has 16 registers, the key takes one; GCC's asm takes at most 30
+ * operands, an in-out operand counting twice).  Hiding the latency takes
+ * latency x throughput rounds in flight: 8 on Zen 4 (4 cycles, 2 xmm/ymm
+ * per cycle; zmm 4 x 1), no more than 12 on the Intel cores we know of.
+ * A loop limited by latency would read low and the roof with it, which the
+ * bench's "above its roof" check then reports.  AESENCLAST runs on the same
+ * unit at the same rate as AESENC, so the loop uses AESENC only.
+ *
+ * The whitening XOR of round 0 is NOT counted: it is a plain vector XOR,
+ * which current cores can issue on ports the AES unit does not use (Zen 4:
+ * VAESENC on FP0/FP1, VPXOR on any of FP0-FP3; recent Intel cores: AES on
+ * port 0 (and 1), vector XOR also on port 5), so counting it could put the
+ * bound below what a path reaches.
+ * The Python side turns the rate into MB/s per message size
+ * (vaescrypt.bench.issue_roof_mbps). */
 
-/* The GHASH multiplies of one 64-byte vector (4 blocks), as the avx512 GCM
- * loop issues them: Karatsuba, three VPCLMULQDQ per block (lo, hi and the
- * middle "kara" product), summed into three accumulators.  Only the count
- * and the data flow (each product depends on loaded data, every sum stays
- * live) matter here, not the field arithmetic. */
-#define VC_FLOOR_MUL(d)                                                                            \
-    do {                                                                                           \
-        g0 = _mm512_xor_si512(g0, _mm512_clmulepi64_epi128((d), hk, 0x00));                        \
-        g1 = _mm512_xor_si512(g1, _mm512_clmulepi64_epi128((d), hk, 0x11));                        \
-        g2 = _mm512_xor_si512(g2, _mm512_clmulepi64_epi128((d), hk, 0x01));                        \
-    } while (0)
+typedef struct {
+    uint8_t key[16];
+    uint8_t seed[16];
+    uint8_t sink[64];
+} vc_issue_ctx;
 
-#define VC_ROOF_ROUND(r)                                                                           \
+/* Loop iterations per call, each one AES round on each of the 12
+ * accumulators: 1024 x 12 = 12288 rounds per call, so the call and the
+ * loop's one fused decrement-and-branch per 12 rounds (integer ports) cost
+ * nothing measurable. */
+#define VC_ISSUE_ITERS 1024
+#define VC_ISSUE_ACCS 12
+
+/* X(M, a, b) expands M(i, a, b) for every accumulator number i. */
+#define VC_X12(M, a, b)                                                                            \
+    M(0, a, b) M(1, a, b) M(2, a, b) M(3, a, b) M(4, a, b) M(5, a, b) M(6, a, b) M(7, a, b)        \
+    M(8, a, b) M(9, a, b) M(10, a, b) M(11, a, b)
+
+#define VC_ISSUE_DECL(i, T, SEED) T a##i = SEED(s128, i);
+#define VC_ISSUE_OUT(i, CON, unused) , [a##i] "+" CON(a##i)
+#define VC_ISSUE_SUM(i, XOR, unused) sum = XOR(sum, a##i);
+/* One round on accumulator i: "aesenc k, a" (legacy SSE, 2 operands) or
+ * "vaesenc k, a, a" (VEX / EVEX, 3 operands), AT&T operand order. */
+#define VC_ISSUE_INSN2(i, insn, unused) insn " %[k], %[a" #i "]\n\t"
+#define VC_ISSUE_INSN3(i, insn, unused) insn " %[k], %[a" #i "], %[a" #i "]\n\t"
+
+/* One call: 12 accumulators of type T, each VC_ISSUE_ITERS
+ * rounds with the same key k (which key does not matter for throughput);
+ * the XOR of the results is stored so nothing is dead code.  The loop is
+ * written in asm so that it is exactly the AES rounds, one decrement and
+ * one branch: compiled from intrinsics, GCC rotated the accumulators
+ * through spare registers and even the stack, with vector moves and stores
+ * inside the loop (measured 6-37 % lower). */
+#define VC_ISSUE_FN(name, tgt, T, X, SEED, INSN, insn, CON, XOR, STORE)                            \
+    static __attribute__((noinline, target(tgt))) int name(void *p)                                \
+    {                                                                                              \
+        vc_issue_ctx *c = p;                                                                       \
+        const __m128i k128 = _mm_loadu_si128((const __m128i *)(const void *)c->key);               \
+        const __m128i s128 = _mm_loadu_si128((const __m128i *)(const void *)c->seed);              \
+        const T k = SEED(k128, 0);                                                                 \
+        X(VC_ISSUE_DECL, T, SEED)                                                                  \
+        unsigned n = VC_ISSUE_ITERS;                                                               \
+        __asm__ volatile("1:\n\t" X(INSN, insn, 0) "dec %[n]\n\t"                                  \
+                         "jnz 1b\n\t"                                                              \
+                         : [n] "+r"(n) X(VC_ISSUE_OUT, CON, 0)                                     \
+                         : [k] CON(k)                                                              \
+                         : "cc");                                                                  \
+        T sum = k;                                                                                 \
+        X(VC_ISSUE_SUM, XOR, 0)                                                                    \
+        STORE(c->sink, sum);                                                                       \
+        return VC_OK;                                                                              \
+    }
+
+/* Distinct starting states (the seed with lane 0 bumped by i), so no two
+ * accumulators are the same value a compiler could merge. */
+#define VC_SEED128(s, i) _mm_add_epi32((s), _mm_cvtsi32_si128(i))
+#define VC_SEED256(s, i) _mm256_broadcastsi128_si256(VC_SEED128((s), (i)))
+#define VC_SEED512(s, i) _mm512_broadcast_i32x4(VC_SEED128((s), (i)))
+#define VC_STORE128(p, v) _mm_storeu_si128((__m128i *)(void *)(p), (v))
+#define VC_STORE256(p, v) _mm256_storeu_si256((__m256i *)(void *)(p), (v))
+#define VC_STORE512(p, v) _mm512_storeu_si512((void *)(p), (v))
+
+VC_ISSUE_FN(vc_op_issue128, VC_ISA_TARGET(VC_ISA_AESNI_BLOCK), __m128i, VC_X12, VC_SEED128,
+            VC_ISSUE_INSN2, "aesenc", "x", _mm_xor_si128, VC_STORE128)
+VC_ISSUE_FN(vc_op_issue256, VC_ISA_TARGET(VC_ISA_VAES_AVX2), __m256i, VC_X12, VC_SEED256,
+            VC_ISSUE_INSN3, "vaesenc", "x", _mm256_xor_si256, VC_STORE256)
+VC_ISSUE_FN(vc_op_issue512, VC_ISA_TARGET(VC_ISA_AVX512), __m512i, VC_X12, VC_SEED512,
+            VC_ISSUE_INSN3, "vaesenc", "v", _mm512_xor_si512, VC_STORE512)
+
+double vc_bench_aes_issue(unsigned width_bits, double seconds)
+{
+    const vc_cpu_features *f = vc_cpu_features_get();
+    vc_bench_op op;
+    vc_path need;
+    switch (width_bits) {
+    case 128:
+        op = vc_op_issue128, need = VC_PATH_AESNI;
+        break;
+    case 256:
+        op = vc_op_issue256, need = VC_PATH_VAES_AVX2;
+        break;
+    case 512:
+        op = vc_op_issue512, need = VC_PATH_AVX512;
+        break;
+    default:
+        return VC_ERR_ARGUMENT;
+    }
+    if (!vc_path_supported(f, need))
+        return VC_ERR_UNSUPPORTED;
+    vc_issue_ctx c;
+    memcpy(c.key, vc_bench_key, 16);
+    memcpy(c.seed, vc_bench_key + 16, 16);
+    const double calls = vc_bench_run(op, &c, seconds);
+    if (calls < 0)
+        return calls;
+    const double lanes = (double)(width_bits / 128);
+    return calls * VC_ISSUE_ITERS * VC_ISSUE_ACCS * lanes;
+}
+
+/* ----------------------------------------------------- CTR loop (model) -- */
+
+#define VC_CTR_TGT __attribute__((target(VC_ISA_TARGET(VC_ISA_AVX512))))
+
+#define VC_CTR_ROUND(r)                                                                            \
     do {                                                                                           \
         x0 = _mm512_aesenc_epi128(x0, rk[r]);                                                      \
         x1 = _mm512_aesenc_epi128(x1, rk[r]);                                                      \
@@ -357,23 +477,13 @@ double vc_bench_openssl(int mode, int dir, unsigned key_bits, size_t size, doubl
         x3 = _mm512_aesenc_epi128(x3, rk[r]);                                                      \
     } while (0)
 
-/* CTR over len bytes with 16 blocks (4 zmm) per iteration: exactly the AES
- * work of the avx512 GCM loop minus GHASH, front-end and tag -- the roof.
- *
- * With ghash set it is the floor instead: the same loop plus the carry-less
- * multiplies any GHASH of that data needs at one reduction per 16 blocks,
- * i.e. 4 x 3 Karatsuba products + 1 reduction multiply = 13 zmm VPCLMULQDQ
- * per 16 blocks (the avx512 tier averages the same: 2 reduction multiplies
- * per 32 blocks).  No shuffles, counters or front-end are added, so GCM can
- * only approach it.  Why it matters: on a core where VAESENC and VPCLMULQDQ
- * share execution ports (Zen 4: two 256-bit FP pipes take both, a zmm
- * instruction occupies one for two cycles), GHASH is not free next to the
- * AES rounds as it is on Intel cores, and the floor -- not the roof --
- * bounds any AES-GCM implementation.  The multiplies sit between the first
- * rounds, as in the GCM loop. */
-static inline VC_ROOF_TGT __m512i vc_roof_body(const vc_aes_key *k, const uint8_t ctr[16],
-                                               const uint8_t *in, uint8_t *out, size_t len,
-                                               const int ghash)
+/* CTR over len bytes with 16 blocks (4 zmm) per iteration: the AES work of
+ * the avx512 GCM loop minus GHASH, front-end and tag.  A measured reference
+ * point, not a bound: it pays byte swaps, counter adds, loads and stores
+ * that a real GCM can overlap differently, and well-tuned GCM code has
+ * been measured at 96-102 % of it (issue 16, Intel Sapphire Rapids class). */
+static inline VC_CTR_TGT void vc_ctr_body(const vc_aes_key *k, const uint8_t ctr[16],
+                                          const uint8_t *in, uint8_t *out, size_t len)
 {
     const __m512i bs = _mm512_broadcast_i32x4(
         _mm_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
@@ -385,8 +495,6 @@ static inline VC_ROOF_TGT __m512i vc_roof_body(const vc_aes_key *k, const uint8_
     __m512i c = _mm512_add_epi32(
         _mm512_shuffle_epi8(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)ctr)), bs),
         _mm512_set_epi32(0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0));
-    const __m512i hk = rk[1]; /* any fixed multiplier: stands for the key powers */
-    __m512i g0 = _mm512_setzero_si512(), g1 = g0, g2 = g0;
     for (size_t done = 0; done < len; done += 256) {
         __m512i x0, x1, x2, x3; /* named, not an array: kept in registers */
         x0 = _mm512_xor_si512(_mm512_shuffle_epi8(c, bs), rk[0]);
@@ -397,26 +505,9 @@ static inline VC_ROOF_TGT __m512i vc_roof_body(const vc_aes_key *k, const uint8_
         c = _mm512_add_epi32(c, step);
         x3 = _mm512_xor_si512(_mm512_shuffle_epi8(c, bs), rk[0]);
         c = _mm512_add_epi32(c, step);
-        const int full = len - done >= 256;
-        /* Rounds 1..5 carry the multiplies (nr >= 10 for every key size). */
-        VC_ROOF_ROUND(1);
-        if (ghash && full)
-            VC_FLOOR_MUL(_mm512_loadu_si512(in + done));
-        VC_ROOF_ROUND(2);
-        if (ghash && full)
-            VC_FLOOR_MUL(_mm512_loadu_si512(in + done + 64));
-        VC_ROOF_ROUND(3);
-        if (ghash && full)
-            VC_FLOOR_MUL(_mm512_loadu_si512(in + done + 128));
-        VC_ROOF_ROUND(4);
-        if (ghash && full)
-            VC_FLOOR_MUL(_mm512_loadu_si512(in + done + 192));
-        VC_ROOF_ROUND(5);
-        if (ghash) /* the reduction's multiply, on the sums */
-            g2 = _mm512_xor_si512(g2, _mm512_clmulepi64_epi128(g0, hk, 0x00));
-        for (unsigned r = 6; r < nr; r++)
-            VC_ROOF_ROUND(r);
-        if (full) {
+        for (unsigned r = 1; r < nr; r++)
+            VC_CTR_ROUND(r);
+        if (len - done >= 256) {
             _mm512_storeu_si512(out + done, _mm512_aesenclast_epi128(x0, _mm512_xor_si512(rk[nr], _mm512_loadu_si512(in + done))));
             _mm512_storeu_si512(out + done + 64, _mm512_aesenclast_epi128(x1, _mm512_xor_si512(rk[nr], _mm512_loadu_si512(in + done + 64))));
             _mm512_storeu_si512(out + done + 128, _mm512_aesenclast_epi128(x2, _mm512_xor_si512(rk[nr], _mm512_loadu_si512(in + done + 128))));
@@ -431,61 +522,41 @@ static inline VC_ROOF_TGT __m512i vc_roof_body(const vc_aes_key *k, const uint8_
             const size_t n = len - off < 64 ? len - off : 64;
             const __mmask64 m = n == 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1);
             const __m512i d = _mm512_maskz_loadu_epi8(m, in + off);
-            if (ghash)
-                VC_FLOOR_MUL(d);
             _mm512_mask_storeu_epi8(out + off, m,
                                     _mm512_aesenclast_epi128(xs[j], _mm512_xor_si512(rk[nr], d)));
         }
     }
-    return _mm512_xor_si512(g0, _mm512_xor_si512(g1, g2));
 }
 
 typedef struct {
     vc_aes_key *k;
     vc_bench_ctx c;
-    int ghash;
-} vc_roof_ctx;
+} vc_ctr_ctx;
 
-static __attribute__((noinline)) VC_ROOF_TGT int vc_op_roof(void *p)
+static __attribute__((noinline)) VC_CTR_TGT int vc_op_ctr(void *p)
 {
-    vc_roof_ctx *r = p;
-    if (!r->ghash) {
-        vc_roof_body(r->k, r->c.iv, r->c.in, r->c.out, r->c.size, 0);
-        return VC_OK;
-    }
-    /* The products land in the tag buffer so they cannot be optimised away. */
-    _mm_storeu_si128((__m128i *)(void *)r->c.tag,
-                     _mm512_castsi512_si128(vc_roof_body(r->k, r->c.iv, r->c.in, r->c.out, r->c.size, 1)));
+    vc_ctr_ctx *r = p;
+    vc_ctr_body(r->k, r->c.iv, r->c.in, r->c.out, r->c.size);
     return VC_OK;
 }
 
-static double vc_bench_roof_floor(unsigned key_bits, size_t size, double seconds, int ghash)
+double vc_bench_ctr_loop(unsigned key_bits, size_t size, double seconds)
 {
     if (!vc_bench_valid(VC_MODE_GCM, VC_DIR_ENCRYPT, key_bits))
         return VC_ERR_ARGUMENT;
     if (!vc_path_supported(vc_cpu_features_get(), VC_PATH_AVX512) ||
         !vc_tier_avx512.setkey)
         return VC_ERR_UNSUPPORTED;
-    vc_roof_ctx r = {.ghash = ghash};
+    vc_ctr_ctx r = {0};
     r.k = aligned_alloc(VC_ALIGN, sizeof(vc_aes_key));
     double res = VC_ERR_NOMEM;
     if (r.k && vc_bench_alloc(&r.c, size) == VC_OK) {
         vc_tier_avx512.setkey(r.k, vc_bench_key, key_bits);
-        const double ops = vc_bench_run(vc_op_roof, &r, seconds);
+        const double ops = vc_bench_run(vc_op_ctr, &r, seconds);
         res = ops * (double)size / 1e6;
         vc_secure_zero(r.k, sizeof *r.k);
     }
     free(r.k);
     vc_bench_release(&r.c);
     return res;
-}
-
-double vc_bench_roof(unsigned key_bits, size_t size, double seconds)
-{
-    return vc_bench_roof_floor(key_bits, size, seconds, 0);
-}
-
-double vc_bench_floor(unsigned key_bits, size_t size, double seconds)
-{
-    return vc_bench_roof_floor(key_bits, size, seconds, 1);
 }

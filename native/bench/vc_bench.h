@@ -33,13 +33,18 @@ double vc_bench_keysetup(int mode, int path, unsigned key_bits, double seconds);
 double vc_bench_openssl(int mode, int dir, unsigned key_bits, size_t size, double seconds);
 /* "OpenSSL x.y.z ..." or NULL when libcrypto.so.3 cannot be loaded. */
 const char *vc_bench_openssl_version(void);
-/* The roof: a bare 16-blocks-per-iteration zmm VAES CTR loop (keystream XOR
- * input, no GHASH); VC_ERR_UNSUPPORTED on a CPU without the avx512 path. */
-double vc_bench_roof(unsigned key_bits, size_t size, double seconds);
-/* The floor: the roof plus the 13 zmm VPCLMULQDQ per 16 blocks a Karatsuba
- * GHASH with one reduction per 16 blocks needs (no shuffles, no front-end).
- * Where VAES and VPCLMULQDQ share execution ports it bounds any GCM. */
-double vc_bench_floor(unsigned key_bits, size_t size, double seconds);
+/* AES issue rate of the widest unit of one register width: AES round
+ * instructions x 128-bit lanes per second ("lane-rounds/s"; a zmm VAESENC
+ * is 4), measured on independent accumulators with no memory traffic.
+ * width_bits is 128 (AESENC xmm), 256 (VAESENC ymm, VEX) or 512 (VAESENC
+ * zmm); VC_ERR_UNSUPPORTED where the CPU (or VAESCRYPT_CPU_MASK) lacks the
+ * aesni / vaes_avx2 / avx512 path, VC_ERR_ARGUMENT for another width.
+ * An upper bound on any AES path: blocks/s <= rate / Nr (see bench.c). */
+double vc_bench_aes_issue(unsigned width_bits, double seconds);
+/* A bare 16-blocks-per-iteration zmm VAES CTR loop (keystream XOR input, no
+ * GHASH): a measured reference point, NOT a bound.  VC_ERR_UNSUPPORTED on a
+ * CPU without the avx512 path. */
+double vc_bench_ctr_loop(unsigned key_bits, size_t size, double seconds);
 
 #ifdef __cplusplus
 }

@@ -8,5 +8,5 @@ double vc_bench_lib(int mode, int dir, int path, unsigned key_bits, size_t size,
 double vc_bench_keysetup(int mode, int path, unsigned key_bits, double seconds);
 double vc_bench_openssl(int mode, int dir, unsigned key_bits, size_t size, double seconds);
 const char *vc_bench_openssl_version(void);
-double vc_bench_roof(unsigned key_bits, size_t size, double seconds);
-double vc_bench_floor(unsigned key_bits, size_t size, double seconds);
+double vc_bench_aes_issue(unsigned width_bits, double seconds);
+double vc_bench_ctr_loop(unsigned key_bits, size_t size, double seconds);
