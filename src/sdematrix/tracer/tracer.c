@@ -188,13 +188,64 @@ static void *xrealloc(void *p, size_t n)
 }
 
 /* ---- profile ------------------------------------------------------------ */
+static size_t capleaves, capsites;
+
+/* One profile record (also the answers of whole mode's image server, see
+ * whole_ask); `where` names the source for the error message. */
+void profile_record(const char *line, const char *where)
+{
+    if (!strncmp(line, "cpuid ", 6)) {
+        struct leaf l;
+        if (sscanf(line + 6, "%" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32
+                   " %" SCNx32, &l.leaf, &l.sub, &l.a, &l.b, &l.c, &l.d) != 6)
+            die("%s: bad cpuid line", where);
+        if (nleaves == capleaves)
+            leaves = xrealloc(leaves, (capleaves = capleaves * 2 + 16) * sizeof *leaves);
+        leaves[nleaves++] = l;
+    } else if (!strncmp(line, "xcr0 ", 5)) {
+        if (sscanf(line + 5, "%" SCNx64, &xcr0_model) != 1)
+            die("%s: bad xcr0 line", where);
+        have_xcr0 = true;
+    } else if (!strncmp(line, "bounds ", 7)) {
+        if (whole_load_bounds(line + 7))
+            die("%s: bad bounds line (file unreadable?)", where);
+    } else if (!strncmp(line, "ask ", 4)) {
+        if (whole_set_server(line + 4))
+            die("%s: bad ask line", where);
+    } else if (!strncmp(line, "image ", 6)) {
+        images = xrealloc(images, (nimages + 1) * sizeof *images);
+        images[nimages++] = strdup(line + 6);
+    } else if (!strncmp(line, "site ", 5)) {
+        char kind[16];
+        uint64_t off;
+        int pos = 0;
+        if (sscanf(line + 5, "%15s %" SCNx64 " %n", kind, &off, &pos) != 2 || !pos)
+            die("%s: bad site line", where);
+        struct site s = {.off = off, .path = strdup(line + 5 + pos)};
+        if (!strcmp(kind, "cpuid"))
+            s.kind = SITE_CPUID;
+        else if (!strcmp(kind, "xgetbv"))
+            s.kind = SITE_XGETBV;
+        else if (!strcmp(kind, "mark"))
+            s.kind = SITE_MARK;
+        else if (!strcmp(kind, "func"))
+            s.kind = SITE_FUNC;
+        else
+            die("%s: unknown site kind %s", where, kind);
+        if (nsites == capsites)
+            sites = xrealloc(sites, (capsites = capsites * 2 + 64) * sizeof *sites);
+        sites[nsites++] = s;
+    } else {
+        die("%s: unknown record", where);
+    }
+}
+
 static void load_profile(const char *path)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         die("cannot open profile %s: %s", path, strerror(errno));
-    char line[4608];
-    size_t capl = 0, caps = 0;
+    char line[4608], where[4200];
     int lineno = 0;
     while (fgets(line, sizeof line, f)) {
         lineno++;
@@ -203,47 +254,8 @@ static void load_profile(const char *path)
             line[--n] = 0;
         if (!n || line[0] == '#')
             continue;
-        if (!strncmp(line, "cpuid ", 6)) {
-            struct leaf l;
-            if (sscanf(line + 6, "%" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32
-                       " %" SCNx32, &l.leaf, &l.sub, &l.a, &l.b, &l.c, &l.d) != 6)
-                die("%s:%d: bad cpuid line", path, lineno);
-            if (nleaves == capl)
-                leaves = xrealloc(leaves, (capl = capl * 2 + 16) * sizeof *leaves);
-            leaves[nleaves++] = l;
-        } else if (!strncmp(line, "xcr0 ", 5)) {
-            if (sscanf(line + 5, "%" SCNx64, &xcr0_model) != 1)
-                die("%s:%d: bad xcr0 line", path, lineno);
-            have_xcr0 = true;
-        } else if (!strncmp(line, "bounds ", 7)) {
-            if (whole_load_bounds(line + 7))
-                die("%s:%d: bad bounds line (file unreadable?)", path, lineno);
-        } else if (!strncmp(line, "image ", 6)) {
-            images = xrealloc(images, (nimages + 1) * sizeof *images);
-            images[nimages++] = strdup(line + 6);
-        } else if (!strncmp(line, "site ", 5)) {
-            char kind[16];
-            uint64_t off;
-            int pos = 0;
-            if (sscanf(line + 5, "%15s %" SCNx64 " %n", kind, &off, &pos) != 2 || !pos)
-                die("%s:%d: bad site line", path, lineno);
-            struct site s = {.off = off, .path = strdup(line + 5 + pos)};
-            if (!strcmp(kind, "cpuid"))
-                s.kind = SITE_CPUID;
-            else if (!strcmp(kind, "xgetbv"))
-                s.kind = SITE_XGETBV;
-            else if (!strcmp(kind, "mark"))
-                s.kind = SITE_MARK;
-            else if (!strcmp(kind, "func"))
-                s.kind = SITE_FUNC;
-            else
-                die("%s:%d: unknown site kind %s", path, lineno, kind);
-            if (nsites == caps)
-                sites = xrealloc(sites, (caps = caps * 2 + 64) * sizeof *sites);
-            sites[nsites++] = s;
-        } else {
-            die("%s:%d: unknown record", path, lineno);
-        }
+        snprintf(where, sizeof where, "%.4096s:%d", path, lineno);
+        profile_record(line, where);
     }
     fclose(f);
     if (!have_xcr0)
@@ -480,6 +492,8 @@ static void check_scanned(const char *img)
     for (size_t i = 0; i < nunscanned; i++)
         if (!strcmp(unscanned[i], img))
             return;
+    if (whole_ask(img)) /* whole mode: the image server sent its records */
+        return;
     unscanned = xrealloc(unscanned, (nunscanned + 1) * sizeof *unscanned);
     unscanned[nunscanned++] = strdup(img);
 }

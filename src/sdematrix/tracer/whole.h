@@ -10,6 +10,14 @@
 
 extern bool whole_enabled;
 
+/* one profile record (tracer.c; dies on a bad one): whole_ask feeds it the
+ * image server's answers */
+void profile_record(const char *line, const char *where);
+/* profile record `ask REQFD RESPFD`: the image server's pipe (see whole.c) */
+int whole_set_server(const char *rest);
+/* an executable image the profile does not know: ask the server for its
+ * records (image, sites, bounds); 1 when it answered */
+int whole_ask(const char *path);
 /* profile record `bounds BINFILE PATH` (rest = "BINFILE PATH"); -1 if bad */
 int whole_load_bounds(const char *rest);
 /* a new address space (exec, fork); copy_from: the forking space or -1 */
