@@ -158,6 +158,55 @@ def test_baseline_build_chip_check(tmp_path: Path) -> None:
     assert "chip check clean" in good.stderr
 
 
+JIT_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+/* vpaddd ymm0, ymm0, ymm1; nop; ret -- written into anonymous memory and
+ * called three times: one RWX mapping, or (argv[1] = "rx") RW then RX */
+int main(int argc, char **argv)
+{
+    static const unsigned char code[] = {0xc5, 0xfd, 0xfe, 0xc1, 0x90, 0xc3};
+    int w_x = argc > 1 && !strcmp(argv[1], "rx");
+    unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | (w_x ? 0 : PROT_EXEC),
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return 3;
+    memcpy(p, code, sizeof code);
+    if (w_x && mprotect(p, 4096, PROT_READ | PROT_EXEC))
+        return 4;
+    void (*fn)(void) = (void (*)(void))p;
+    for (int i = 0; i < 3; i++)
+        fn();
+    printf("jit ran\n");
+    return 0;
+}
+"""
+
+
+@needs_ptrace
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+@pytest.mark.parametrize("how", ["rwx", "rx"])
+def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
+    """An AVX2 instruction written into anonymous executable memory and run
+    fails nhm's chip check, named with image [anon]; hsw passes."""
+    src = tmp_path / "jit.c"
+    src.write_text(JIT_C)
+    exe = tmp_path / "jit"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), how)
+    assert p.returncode == 1, p.stderr
+    res = results(out)
+    assert res["hsw"]["status"] == "pass" and res["hsw"]["violations"] == []
+    v = res["nhm"]["violations"]
+    assert len(v) == 1 and v[0]["mnemonic"] == "VPADDD" and v[0]["image"] == "[anon]", v
+    assert "AVX2" in v[0]["reason"] and v[0]["bytes_hex"] == "c5fdfec1"
+    meta = res["nhm"]["meta"]
+    assert meta["jit_regions"] == 1 and meta["jit_entries"] == 3 and meta["jit_steps"] == 9, meta
+    assert (out / "nhm" / "stdout").read_text() == "jit ran\n"
+
+
 @needs_ptrace
 def test_nonzero_exit_fails_unless_allowed() -> None:
     assert sdematrix("exec", "--cpu", "hsw", "--", "false").returncode == 1

@@ -945,7 +945,49 @@ static void resume(struct thread *t, int sig)
         return;
     }
     t->pending = false;
-    ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)(long)sig);
+    /* a thread in JIT code (whole mode) steps until it leaves it */
+    ptrace(whole_jit_active(t->tid) ? PTRACE_SINGLESTEP : PTRACE_SYSCALL, t->tid, NULL,
+           (void *)(long)sig);
+}
+
+/* Whole mode: a stop of a thread that steps in JIT code (whole.c).  A thread
+ * stepping a region records its own instructions: only JIT bookkeeping, and
+ * false (the caller handles the stop as usual).  Else the instruction at RIP
+ * is recorded (CPUID / XGETBV(0) emulated, as when stepping a region) and
+ * true: resume the thread. */
+static bool jit_stop(struct thread *t)
+{
+    struct user_regs_struct r;
+    get_regs(t->tid, &r);
+    if (t->stepping) {
+        whole_jit_visit(t->sp->id, t->tid, r.rip, false);
+        return false;
+    }
+    for (;;) {
+        int v = whole_jit_visit(t->sp->id, t->tid, r.rip, true);
+        if (v == 2) {
+            emulate_cpuid(t->tid, &r);
+            n_cpuid_stepped++;
+        } else if (v == 3 && (uint32_t)r.rcx == 0) {
+            emulate_xgetbv(t->tid, &r);
+            n_xgetbv_stepped++;
+        } else {
+            return true;
+        }
+    }
+}
+
+/* Whole mode: a SIGSEGV that is a jump into closed JIT code opens it (the
+ * signal is dropped) and the thread steps there. */
+static bool jit_enter(struct thread *t)
+{
+    struct user_regs_struct r;
+    get_regs(t->tid, &r);
+    if (!whole_jit_enter(t->sp->id, t->tid, r.rip))
+        return false;
+    if (!t->stepping)
+        jit_stop(t);
+    return true;
 }
 
 /* The step in flight completed (a step trap): count its instruction. */
@@ -1091,7 +1133,12 @@ static void on_syscall_stop(struct thread *t)
     if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
         t->sc_nr = info.entry.nr;
         t->sc_prot = (info.entry.nr == 9 || info.entry.nr == 10) ? info.entry.args[2] : 0;
+        if (whole_enabled && t->sp)
+            whole_sys_enter(t->sp->id, t->tid, info.entry.nr, (const uint64_t *)info.entry.args,
+                            info.instruction_pointer);
     } else if (info.op == PTRACE_SYSCALL_INFO_EXIT) {
+        if (whole_enabled && t->sp && !t->exec_pending)
+            whole_sys_exit(t->sp->id, t->tid, info.exit.rval, info.exit.is_error);
         if (t->exec_pending) {
             t->exec_pending = false;
             if (!info.exit.is_error)
@@ -1266,6 +1313,10 @@ int main(int argc, char **argv)
             siginfo_t si;
             memset(&si, 0, sizeof si);
             ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
+            if (si.si_code != SI_KERNEL && whole_jit_active(pid) && jit_stop(t)) {
+                resume(t, 0);
+                continue;
+            }
             if (si.si_code == SI_KERNEL) { /* int3: one of our breakpoints? */
                 get_regs(pid, &r);
                 struct bp *b = find_bp(t->sp, r.rip - 1);
@@ -1301,6 +1352,9 @@ int main(int argc, char **argv)
                 resume(t, 0); /* a stray step trap after the region ended */
                 continue;
             }
+        } else if (sig == SIGSEGV && whole_enabled && t->sp && jit_enter(t)) {
+            resume(t, 0);
+            continue;
         } else if (sig == SIGSEGV && t->sp && t->sp->fault) {
             get_regs(pid, &r);
             uint8_t code[2];
