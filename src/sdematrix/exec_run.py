@@ -26,6 +26,7 @@ covers them.
 
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 import subprocess
@@ -33,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,11 +48,11 @@ from .backends.ptrace import TracerOutput, parse_tracer_output, tracer_path
 from .backends.ptrace_profile import Site, image_sites, program_images, write_profile
 from .errors import SdeMatrixError
 from .exec_check import whole_checked_mix
-from .insn_bounds import bounds_file
+from .insn_bounds import bounds_file, fde_ranges
 from .mix import Mix
 from .mix_build import Executed, mix_from_executed
 from .models import CpuModel
-from .symbols import Symbolizer, load_image
+from .symbols import Location, Symbolizer, load_image
 
 __all__ = [
     "ExecError",
@@ -297,9 +298,12 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
         return res
     symbolizers = {sid: Symbolizer(text) for sid, text in traced.maps.items()}
     empty = Symbolizer("")
+    locators: dict[int, Any] = {}
 
     def locate_in(space: int) -> Any:
-        return symbolizers.get(space, empty).locate
+        if space not in locators:
+            locators[space] = unwind_named(symbolizers.get(space, empty))
+        return locators[space]
 
     # chip check: every distinct instruction, whole-run and stepped alike
     stepped = {(s, a) for s, a, _n, _c in traced.insns}
@@ -340,6 +344,40 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
     }
     res.mix.meta.update(res.meta)
     return res
+
+
+def unwind_named(sym: Symbolizer) -> Callable[[int], Location]:
+    """`sym.locate`, except that an address no symbol covers is named by the
+    function its image's unwind table (.eh_frame FDE) puts it in,
+    ``image+0xSTART`` with that range, instead of by its own address: the
+    stripped assembler functions of a distribution's libcrypto (aesni_*,
+    gcm_ghash_*) then appear as one function each in the mix."""
+    cache: dict[str, tuple[list[int], tuple[tuple[int, int], ...]]] = {}
+
+    def locate(addr: int) -> Location:
+        loc = sym.locate(addr)
+        if loc.lo is not None or not loc.image.startswith("/"):
+            return loc
+        m = sym.mapping_at(addr)
+        img = load_image(loc.image)
+        if m is None or img is None:
+            return loc
+        vaddr = img.vaddr_of_offset(m.offset + (addr - m.lo))
+        if vaddr is None:
+            return loc
+        if loc.image not in cache:
+            ranges = fde_ranges(loc.image)
+            cache[loc.image] = ([r[0] for r in ranges], ranges)
+        starts, ranges = cache[loc.image]
+        i = bisect.bisect_right(starts, vaddr) - 1
+        if i < 0 or not ranges[i][0] <= vaddr < ranges[i][1]:
+            return loc
+        lo, hi = ranges[i]
+        bias = addr - vaddr
+        name = f"{os.path.basename(loc.image)}+{lo:#x}"
+        return Location(loc.image, name, lo + bias, hi + bias)
+
+    return locate
 
 
 def read_stdin() -> bytes | None:

@@ -29,6 +29,7 @@ import struct
 import sys
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import iced_x86 as iced
@@ -36,7 +37,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-__all__ = ["Bounds", "bounds_file", "instruction_starts"]
+__all__ = ["Bounds", "bounds_file", "fde_ranges", "instruction_starts"]
 
 BOUNDS_VERSION = 1
 _SHF_EXECINSTR = 0x4
@@ -85,6 +86,26 @@ def _fde_ranges(elf: ELFFile) -> list[tuple[int, int]]:
             continue
         out.append((start, start + pc_range))
     return out
+
+
+@lru_cache(maxsize=256)
+def _fde_ranges_cached(path: str, size: int, mtime_ns: int) -> tuple[tuple[int, int], ...]:
+    del size, mtime_ns  # cache key only
+    try:
+        with open(path, "rb") as fh:
+            return tuple(sorted(set(_fde_ranges(ELFFile(fh)))))
+    except (OSError, ELFError, ValueError, struct.error):
+        return ()
+
+
+def fde_ranges(path: str) -> tuple[tuple[int, int], ...]:
+    """Sorted (start, end) vaddrs of the functions `path`'s unwind table
+    (.eh_frame_hdr) lists; () when it has none or is not ELF."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ()
+    return _fde_ranges_cached(path, st.st_size, st.st_mtime_ns)
 
 
 def _symbol_ranges(elf: ELFFile) -> list[tuple[int, int]]:
