@@ -174,6 +174,42 @@ def test_openssl_gcm_aes_ni_per_model(tmp_path: Path) -> None:
 
 
 @needs_ptrace
+@pytest.mark.skipif(shutil.which("grep") is None, reason="grep not installed")
+def test_glibc_ifuncs_follow_the_model(tmp_path: Path) -> None:
+    """glibc picks its string functions by CPUID at load time: under the
+    tracer those picks are the model's (SSE2 ones on p4p, AVX2 on hsw, EVEX
+    on icl) whatever the host is, judged by an expectations file scoped to
+    libc."""
+    exp = tmp_path / "expect.yaml"
+    exp.write_text(
+        "expectations:\n"
+        "  - name: baseline string functions on p4p\n"
+        "    models: [p4p]\n"
+        "    scope: {image: 'libc.so*'}\n"
+        "    forbid: [{isa_set: 'AVX*'}, {isa_set: 'SSE4*'}, {isa_set: SSSE3}]\n"
+        "  - name: AVX2 string functions on hsw\n"
+        "    models: [hsw]\n"
+        "    scope: {image: 'libc.so*'}\n"
+        "    require: [{isa_set: AVX2}]\n"
+        "    forbid: [{isa_set: 'AVX512*'}]\n"
+        "  - name: EVEX string functions on icl\n"
+        "    models: [icl]\n"
+        "    scope: {image: 'libc.so*'}\n"
+        "    require: [{isa_set: 'AVX512*'}]\n"
+    )
+    data = tmp_path / "words"
+    data.write_text("".join(f"line {i} root{i % 7}\n" for i in range(2000)))
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "p4p,hsw,icl", "--expect", str(exp), "--out", str(out),
+                  "--", "grep", "-c", "root3", str(data))  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    res = results(out)
+    for m in ("p4p", "hsw", "icl"):
+        assert res[m]["status"] == "pass", (m, res[m]["reasons"])
+        assert (out / m / "stdout").read_text().strip() == "286"
+
+
+@needs_ptrace
 def test_python_hashlib_sha_ni(tmp_path: Path) -> None:
     out = tmp_path / "out"
     p = sdematrix(
@@ -208,6 +244,7 @@ def test_baseline_build_chip_check(tmp_path: Path) -> None:
     assert bad.returncode == 1
     first = next(line for line in bad.stderr.splitlines() if "chip check (nhm)" in line)
     assert " main in x86-64-v3 " in first and ("AVX" in first or "BMI" in first), first
+    assert "; ISA set " in first, first
     good = sdematrix("exec", "--cpu", "nhm", "--", str(tmp_path / "x86-64"))
     assert good.returncode == 0, good.stderr
     assert "chip check clean" in good.stderr
@@ -256,7 +293,7 @@ def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
     assert res["hsw"]["status"] == "pass" and res["hsw"]["violations"] == []
     v = res["nhm"]["violations"]
     assert len(v) == 1 and v[0]["mnemonic"] == "VPADDD" and v[0]["image"] == "[anon]", v
-    assert "AVX2" in v[0]["reason"] and v[0]["bytes_hex"] == "c5fdfec1"
+    assert v[0]["reason"] == "AVX2 not in model nhm; ISA set AVX2" and v[0]["bytes_hex"] == "c5fdfec1"
     meta = res["nhm"]["meta"]
     assert meta["jit_regions"] == 1 and meta["jit_entries"] == 3 and meta["jit_steps"] == 9, meta
     assert (out / "nhm" / "stdout").read_text() == "jit ran\n"

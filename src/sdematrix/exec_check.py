@@ -85,9 +85,12 @@ def whole_checked_mix(
     locate_in: Callable[[int], Callable[[int], Location]],
     model: CpuModel | None,
     limit: int = MAX_VIOLATIONS,
+    isa_in_reason: bool = False,
 ) -> tuple[Mix, list[Violation]]:
     """The mix of `items` (in execution-record order) and the chip check of
-    every one against `model` (None: no check); see the module doc."""
+    every one against `model` (None: no check); see the module doc.
+    `isa_in_reason`: a violation's reason ends with the instruction's ISA
+    set (``...; ISA set AVX2``), as ``sdematrix exec`` reports it."""
     lengths = _lengths(items)
     locs = _locations(items, locate_in)
     judged: dict[bytes, tuple[Insn, str | None]] = {}
@@ -108,6 +111,8 @@ def whole_checked_mix(
         acc[k] = acc.get(k, 0) + n
         ranges.setdefault((loc.function, loc.image), (loc.lo, loc.hi))
         if why is not None and len(violations) < limit:
+            if isa_in_reason:
+                why = f"{why}; ISA set {insn.isa_set}"
             violations.append(Violation(reason=why, address=a, function=loc.function,
                                         image=loc.image, mnemonic=insn.mnemonic,
                                         bytes_hex=code[: insn.length].hex()))  # fmt: skip

@@ -309,7 +309,9 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
     stepped = {(s, a) for s, a, _n, _c in traced.insns}
     recorded = [(s, a, c, 1) for s, a, c in traced.seen if (s, a) not in stepped]
     recorded += [(s, a, c, n) for s, a, n, c in traced.insns]
-    whole, res.violations = whole_checked_mix("ptrace", recorded, locate_in, model)
+    whole, res.violations = whole_checked_mix(
+        "ptrace", recorded, locate_in, model, isa_in_reason=True
+    )
     stepping = [r for r in plan.regions if r.kind != "whole"]
     if stepping:
         res.mix = mix_from_executed(
