@@ -251,22 +251,38 @@ def test_baseline_build_chip_check(tmp_path: Path) -> None:
 
 
 JIT_C = r"""
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-/* vpaddd ymm0, ymm0, ymm1; nop; ret -- written into anonymous memory and
- * called three times: one RWX mapping, or (argv[1] = "rx") RW then RX */
+#include <unistd.h>
+/* vpaddd ymm0, ymm0, ymm1; nop; ret -- written into memory the program makes
+ * executable and called three times: argv[1] "rwx" one anonymous RWX
+ * mapping, "rx" anonymous RW then mprotect RX, "memfd" a memfd file mapped
+ * RX (the double-mapping JITs use) */
 int main(int argc, char **argv)
 {
     static const unsigned char code[] = {0xc5, 0xfd, 0xfe, 0xc1, 0x90, 0xc3};
-    int w_x = argc > 1 && !strcmp(argv[1], "rx");
-    unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | (w_x ? 0 : PROT_EXEC),
-                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const char *how = argc > 1 ? argv[1] : "rwx";
+    unsigned char *p;
+    if (!strcmp(how, "memfd")) {
+        int fd = memfd_create("jit", 0);
+        if (fd < 0 || write(fd, code, sizeof code) != (ssize_t)sizeof code ||
+            ftruncate(fd, 4096))
+            return 5;
+        p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+    } else {
+        int w_x = !strcmp(how, "rx");
+        p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | (w_x ? 0 : PROT_EXEC),
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED) {
+            memcpy(p, code, sizeof code);
+            if (w_x && mprotect(p, 4096, PROT_READ | PROT_EXEC))
+                return 4;
+        }
+    }
     if (p == MAP_FAILED)
         return 3;
-    memcpy(p, code, sizeof code);
-    if (w_x && mprotect(p, 4096, PROT_READ | PROT_EXEC))
-        return 4;
     void (*fn)(void) = (void (*)(void))p;
     for (int i = 0; i < 3; i++)
         fn();
@@ -278,7 +294,7 @@ int main(int argc, char **argv)
 
 @needs_ptrace
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
-@pytest.mark.parametrize("how", ["rwx", "rx"])
+@pytest.mark.parametrize("how", ["rwx", "rx", "memfd"])
 def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
     """An AVX2 instruction written into anonymous executable memory and run
     fails nhm's chip check, named with image [anon]; hsw passes."""
@@ -292,7 +308,8 @@ def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
     res = results(out)
     assert res["hsw"]["status"] == "pass" and res["hsw"]["violations"] == []
     v = res["nhm"]["violations"]
-    assert len(v) == 1 and v[0]["mnemonic"] == "VPADDD" and v[0]["image"] == "[anon]", v
+    image = "/memfd:jit (deleted)" if how == "memfd" else "[anon]"
+    assert len(v) == 1 and v[0]["mnemonic"] == "VPADDD" and v[0]["image"] == image, v
     assert v[0]["reason"] == "AVX2 not in model nhm; ISA set AVX2" and v[0]["bytes_hex"] == "c5fdfec1"
     meta = res["nhm"]["meta"]
     assert meta["jit_regions"] == 1 and meta["jit_entries"] == 3 and meta["jit_steps"] == 9, meta

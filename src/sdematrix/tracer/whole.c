@@ -185,6 +185,7 @@ gone: /* the server is gone: no more asking (the images stay unscanned) */
 
 static void whole_jit_fork(int from, int to);
 static void whole_jit_write(FILE *f);
+static bool jit_take(int space, pid_t pid, uint64_t lo, uint64_t hi, const char *perms);
 
 static struct wspace *wsp(int space)
 {
@@ -344,14 +345,19 @@ void whole_arm(int space, pid_t pid)
         if (perms[2] != 'x')
             continue;
         const char *path = pos ? line + pos : "";
+        /* executable memory without instruction starts (anonymous, memfd,
+         * a file the server has no starts for): a JIT region from now on,
+         * stepped when it runs; uncovered only if that fails */
+        struct wimage *im = NULL;
         if (path[0] != '/') {
-            if (strcmp(path, "[vdso]") && strcmp(path, "[vsyscall]"))
-                anon++;
-            continue;
-        }
-        struct wimage *im = image_named(path);
-        if (!im) {
+            if (!strcmp(path, "[vdso]") || !strcmp(path, "[vsyscall]"))
+                continue;
+        } else if ((im = image_named(path)) == NULL) {
             note_nobounds(path);
+        }
+        if (!im || !im->n) {
+            if (!jit_take(space, pid, lo, hi, perms))
+                anon++;
             continue;
         }
         bool known = false;
@@ -758,6 +764,24 @@ static bool inject_mprotect(int space, pid_t tid, uint64_t lo, uint64_t len, uin
     }
     ptrace(PTRACE_SETREGS, tid, NULL, &saved);
     return ok;
+}
+
+/* An executable mapping [lo, hi) with permissions `perms` found in the maps
+ * (whole_arm) that has no instruction starts: make it a closed JIT region.
+ * True when it is one (or is open for a thread stepping in it). */
+static bool jit_take(int space, pid_t pid, uint64_t lo, uint64_t hi, const char *perms)
+{
+    for (size_t i = 0; i < njregs; i++)
+        if (jregs[i].live && jregs[i].space == space && jregs[i].enabled &&
+            jregs[i].lo < hi && lo < jregs[i].hi)
+            return true;
+    uint64_t prot = (perms[0] == 'r' ? W_PROT_READ : 0) | (perms[1] == 'w' ? 0x2 : 0) | W_PROT_EXEC;
+    if (!inject_mprotect(space, pid, lo, hi - lo, (prot & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ))
+        return false;
+    jreg_remove(space, lo, hi);
+    jreg_add(space, lo, hi, prot);
+    n_jit_regions++;
+    return true;
 }
 
 static void jreg_release(struct jthr *j)
