@@ -317,6 +317,46 @@ def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
 
 
 @needs_ptrace
+def test_children_and_signal_handlers(tmp_path: Path) -> None:
+    """A shell pipeline: the shell forks, the children exec ls and wc (images
+    the profile did not list: asked for while running), a SIGCHLD handler
+    returns through glibc's __restore_rt (its signal-frame FDE starts one
+    byte early: no int3 may land inside its `mov rax, 15`).  Output as
+    native, chip check clean, the children's images in the mix."""
+    cmd = "ls /usr/bin | wc -l"
+    want = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True).stdout
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "hsw", "--out", str(out), "--", "sh", "-c", cmd)
+    assert p.returncode == 0, p.stderr + (out / "hsw" / "stderr").read_text()
+    assert (out / "hsw" / "stdout").read_text() == want
+    meta = results(out)["hsw"]["meta"]
+    assert meta["images_asked"] >= 2, meta
+    names = {os.path.basename(i) for i in meta["images"]}
+    assert {"ls", "wc"} <= names, names
+
+
+@needs_ptrace
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+def test_signal_handler_returns(tmp_path: Path) -> None:
+    """Three signals handled and returned from (rt_sigreturn via glibc's
+    __restore_rt) under whole-process int3s: the program runs as natively."""
+    src = tmp_path / "sig.c"
+    src.write_text(
+        "#include <signal.h>\n#include <stdio.h>\n#include <unistd.h>\n"
+        "static volatile int got;\nstatic void h(int s) { (void)s; got++; }\n"
+        "int main(void) { struct sigaction sa = {0}; sa.sa_handler = h;\n"
+        "  sigaction(SIGUSR1, &sa, 0); for (int i = 0; i < 3; i++) kill(getpid(), SIGUSR1);\n"
+        "  printf(\"got %d\\n\", got); return 0; }\n"
+    )
+    exe = tmp_path / "sig"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "hsw", "--out", str(out), "--", str(exe))
+    assert p.returncode == 0, p.stderr + (out / "hsw" / "stderr").read_text()
+    assert (out / "hsw" / "stdout").read_text() == "got 3\n"
+
+
+@needs_ptrace
 def test_nonzero_exit_fails_unless_allowed() -> None:
     assert sdematrix("exec", "--cpu", "hsw", "--", "false").returncode == 1
     assert sdematrix("exec", "--cpu", "hsw", "--allow-exit", "1", "--", "false").returncode == 0

@@ -85,7 +85,9 @@ struct wseen {            /* one recorded instruction */
     uint8_t len;
 };
 
-static struct wimage *wimgs;
+/* one allocation per image: mappings point at them while the image server
+ * adds more (a realloc'd array would leave those pointers dangling) */
+static struct wimage **wimgs;
 static size_t nwimgs;
 static struct wspace *wspaces;
 static size_t nwspaces;
@@ -139,8 +141,10 @@ int whole_load_bounds(const char *rest)
     im.seen = calloc((im.n + 7) / 8 + 1, 1);
     if (!im.seen || im.fd < 0)
         return -1;
+    struct wimage *one = wrealloc(NULL, sizeof *one);
+    *one = im;
     wimgs = wrealloc(wimgs, (nwimgs + 1) * sizeof *wimgs);
-    wimgs[nwimgs++] = im;
+    wimgs[nwimgs++] = one;
     return 0;
 }
 
@@ -238,8 +242,8 @@ void whole_new_space(int space, pid_t tgid, int copy_from)
 static struct wimage *image_named(const char *path)
 {
     for (size_t i = 0; i < nwimgs; i++)
-        if (!strcmp(wimgs[i].path, path))
-            return &wimgs[i];
+        if (!strcmp(wimgs[i]->path, path))
+            return wimgs[i];
     return NULL;
 }
 
