@@ -166,7 +166,9 @@ def write_exec_results(out: Path, outcomes: list[ExecOutcome], argv: list[str]) 
                 (d / "stdout").write_bytes(r.stdout)
                 (d / "stderr").write_bytes(r.stderr)
                 if r.mix is not None:
-                    r.mix.save(d / "mix.json")
+                    # one line: json's C encoder (indent= takes the pure-Python
+                    # one, seconds for a whole-process mix)
+                    (d / "mix.json").write_text(json.dumps(r.mix.to_json()) + "\n")
             rows.append({
                 "model": o.model, "status": o.status, "reasons": o.reasons,
                 "exit_code": r.exit_code if r else None,

@@ -17,20 +17,24 @@ Regions (the mix the expectations judge):
 * ``whole``: every distinct instruction of the run, each counted once (the
   default otherwise).
 
-Images mapped by dlopen are not known before the run: when the tracer reports
-executable images without instruction starts, the run is repeated once with
-them (its output is discarded, so the program's output appears once).
+Images mapped at run time (dlopen, the program a child execs) are not known
+before the run: the tracer asks for each one when it is first mapped
+executable (a pipe to :func:`_serve_images`, which sends the image's CPUID /
+XGETBV / mark / function sites and its instruction starts), so one run
+covers them.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,11 +47,12 @@ from .backends.base import Violation
 from .backends.ptrace import TracerOutput, parse_tracer_output, tracer_path
 from .backends.ptrace_profile import Site, image_sites, program_images, write_profile
 from .errors import SdeMatrixError
-from .insn_bounds import bounds_file
+from .exec_check import whole_checked_mix
+from .insn_bounds import bounds_file, fde_ranges
 from .mix import Mix
-from .mix_build import Executed, checked_mix, mix_from_executed
+from .mix_build import Executed, mix_from_executed
 from .models import CpuModel
-from .symbols import Symbolizer, load_image
+from .symbols import Location, Symbolizer, load_image
 
 __all__ = [
     "ExecError",
@@ -57,8 +62,6 @@ __all__ = [
     "parse_region",
     "run_model",
 ]
-
-MAX_PASSES = 3
 
 
 class ExecError(SdeMatrixError):
@@ -155,17 +158,34 @@ class ExecPlan:
         if tracer_path() is None:
             raise ExecError("vc-tracer not built (python3 setup.py build_ext --inplace)")
 
-    def sites(self) -> list[Site]:
+    def sites(self, images: Sequence[str] | None = None) -> list[Site]:
+        """The CPUID/XGETBV sites, marks (when a region wants them) and
+        function entries of `images` (default: the program's)."""
+        imgs = self.images if images is None else images
         marks = not self.regions or any(r.kind == "marks" for r in self.regions)
-        out = [
-            s
-            for img in self.images
-            for s in image_sites(img)
-            if s.kind != "mark" or marks
-        ]
+        out = [s for img in imgs for s in image_sites(img) if s.kind != "mark" or marks]
         for r in self.regions:
             if r.kind == "function":
-                out += find_function(r.symbol, self.images)
+                out += find_function(r.symbol, imgs)
+        return out
+
+    def image_records(self, path: str) -> list[str]:
+        """The profile records of one image the tracer asks about (an image
+        mapped at run time: dlopen, a child's exec): `image`, its sites and
+        its instruction starts.  Remembered for the next models' profiles."""
+        real = os.path.realpath(path)
+        out = [f"image {real}"]
+        if not os.path.isfile(real):
+            return out
+        if real not in self.images:
+            self.images.append(real)
+        out += [f"site {s.kind} {s.offset:x} {s.path}" for s in self.sites([real])
+                if "\n" not in s.path]  # fmt: skip
+        try:
+            b = bounds_file(real)
+            out.append(f"bounds {b.file} {b.path}")
+        except OSError:
+            pass
         return out
 
     def has_marks(self) -> bool:
@@ -181,25 +201,42 @@ class ExecPlan:
 
 def discover_images(plan: ExecPlan, model: CpuModel, work: Path) -> None:
     """Run the program once (output discarded) to learn the images it maps
-    beyond its DT_NEEDED closure (dlopen), for resolving function regions."""
+    beyond its DT_NEEDED closure (dlopen: the image server adds every image
+    the tracer asks about to ``plan.images``), for resolving function
+    regions whose symbol no DT_NEEDED image defines."""
     regions, plan.regions = plan.regions, [Region("whole")]
     try:
-        for _ in range(MAX_PASSES):
-            traced, _o, _e = _trace_once(plan, model, work)
-            new = [p for p in traced.nobounds if p not in plan.images and os.path.isfile(p)]
-            if not new:
-                break
-            plan.images.extend(new)
+        _trace_once(plan, model, work)
     except (TimeoutError, RuntimeError, OSError):
         pass
     finally:
         plan.regions = regions
 
 
+def _serve_images(plan: ExecPlan, req: int, resp: int) -> None:
+    """The tracer's image server (tracer/whole.c, `ask`): one path per line
+    in, that image's profile records and `end` out, until the tracer exits."""
+    with os.fdopen(req, "rb") as rf, os.fdopen(resp, "wb") as wf:
+        for raw in rf:
+            path = raw.rstrip(b"\n").decode(errors="surrogateescape")
+            try:
+                lines = plan.image_records(path)
+            except Exception:  # noqa: BLE001 - the tracer must get its `end`
+                lines = [f"image {path}"]
+            try:
+                wf.write("".join(f"{ln}\n" for ln in lines).encode(errors="surrogateescape")
+                         + b"end\n")  # fmt: skip
+                wf.flush()
+            except OSError:
+                return
+
+
 def _trace_once(plan: ExecPlan, model: CpuModel, work: Path) -> tuple[TracerOutput, bytes, bytes]:
     profile, out = work / f"{model.name}.profile", work / f"{model.name}.trace"
     out.unlink(missing_ok=True)
     write_profile(profile, model, plan.sites(), plan.images)
+    req_r, req_w = os.pipe()
+    resp_r, resp_w = os.pipe()
     with profile.open("a") as fh:
         for img in plan.images:
             try:
@@ -208,41 +245,52 @@ def _trace_once(plan: ExecPlan, model: CpuModel, work: Path) -> tuple[TracerOutp
                 continue
             if "\n" not in b.path:
                 fh.write(f"bounds {b.file} {b.path}\n")
+        fh.write(f"ask {req_w} {resp_r}\n")
     argv = [str(tracer_path()), "--profile", str(profile), "--out", str(out),
             "--cpuid-mode", plan.cpuid_mode, "--whole", "--", plan.exe, *plan.argv[1:]]  # fmt: skip
+    server = threading.Thread(target=_serve_images, args=(plan, req_r, resp_w), daemon=True)
     try:
-        proc = subprocess.run(
-            argv, input=plan.stdin if plan.stdin is not None else None,
-            stdin=None if plan.stdin is not None else subprocess.DEVNULL,
-            capture_output=True, timeout=plan.timeout, check=False,
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE if plan.stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(req_w, resp_r),
         )  # fmt: skip
-    except subprocess.TimeoutExpired as e:
-        raise TimeoutError(f"timed out after {plan.timeout:g} s") from e
+    finally:
+        os.close(req_w)
+        os.close(resp_r)
+    server.start()
     try:
-        traced = parse_tracer_output(out.read_text())
+        stdout, stderr = proc.communicate(input=plan.stdin, timeout=plan.timeout)
+    except subprocess.TimeoutExpired as e:
+        proc.kill()
+        proc.communicate()
+        raise TimeoutError(f"timed out after {plan.timeout:g} s") from e
+    finally:
+        server.join(timeout=5)
+    try:
+        text = out.read_text()
+        traced = parse_tracer_output(text)
     except (OSError, ValueError) as e:
-        last = (proc.stderr.decode(errors="replace").strip().splitlines() or [str(e)])[-1]
+        last = (stderr.decode(errors="replace").strip().splitlines() or [str(e)])[-1]
         raise RuntimeError(f"tracer failed (exit {proc.returncode}): {last}") from e
-    return traced, proc.stdout, proc.stderr
+    for line in text.splitlines():
+        if line.startswith("whole_") and not line.startswith("whole_nobounds"):
+            key, _, val = line.partition(" ")
+            if val.isdigit():
+                traced.whole[key[len("whole_") :]] = int(val)
+    return traced, stdout, stderr
 
 
 def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
-    """Run the program under `model` (repeated while new images appear)."""
+    """Run the program under `model` once (images it maps at run time are
+    served to the tracer while it runs, see :func:`_serve_images`)."""
     res = ExecResult(model=model.name)
     t0 = time.monotonic()
-    traced: TracerOutput | None = None
-    for _ in range(MAX_PASSES):
-        try:
-            traced, res.stdout, res.stderr = _trace_once(plan, model, work)
-        except (TimeoutError, RuntimeError, OSError) as e:
-            res.error = str(e)
-            res.duration_s = time.monotonic() - t0
-            return res
-        new = [p for p in traced.nobounds if p not in plan.images and os.path.isfile(p)]
-        if not new:
-            break
-        plan.images.extend(new)
-    assert traced is not None
+    try:
+        traced, res.stdout, res.stderr = _trace_once(plan, model, work)
+    except (TimeoutError, RuntimeError, OSError) as e:
+        res.error = str(e)
+        res.duration_s = time.monotonic() - t0
+        return res
     res.duration_s = time.monotonic() - t0
     res.exit_code = traced.exit_code
     if not traced.complete:
@@ -250,15 +298,20 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
         return res
     symbolizers = {sid: Symbolizer(text) for sid, text in traced.maps.items()}
     empty = Symbolizer("")
+    locators: dict[int, Any] = {}
 
     def locate_in(space: int) -> Any:
-        return symbolizers.get(space, empty).locate
+        if space not in locators:
+            locators[space] = unwind_named(symbolizers.get(space, empty))
+        return locators[space]
 
     # chip check: every distinct instruction, whole-run and stepped alike
     stepped = {(s, a) for s, a, _n, _c in traced.insns}
-    executed = [Executed(a, c, 1, locate_in(s)) for s, a, c in traced.seen if (s, a) not in stepped]
-    executed += [Executed(a, c, n, locate_in(s)) for s, a, n, c in traced.insns]
-    whole, res.violations = checked_mix("ptrace", executed, model)
+    recorded = [(s, a, c, 1) for s, a, c in traced.seen if (s, a) not in stepped]
+    recorded += [(s, a, c, n) for s, a, n, c in traced.insns]
+    whole, res.violations = whole_checked_mix(
+        "ptrace", recorded, locate_in, model, isa_in_reason=True
+    )
     stepping = [r for r in plan.regions if r.kind != "whole"]
     if stepping:
         res.mix = mix_from_executed(
@@ -277,10 +330,15 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
         "regions": traced.regions,
         "steps": traced.steps,
         "truncated": traced.truncated,
-        "distinct_instructions": len(executed),
+        "distinct_instructions": len(recorded),
         "traps": traced.whole.get("traps", 0),
         "planted": traced.whole.get("planted", 0),
         "anon_exec_mappings": traced.whole.get("anon_exec", 0),
+        "images_asked": traced.whole.get("asked", 0),
+        "jit_regions": traced.whole.get("jit_regions", 0),
+        "jit_entries": traced.whole.get("jit_entries", 0),
+        "jit_steps": traced.whole.get("jit_steps", 0),
+        "jit_failed": traced.whole.get("jit_failed", 0),
         "images_without_bounds": list(traced.nobounds),
         "images": sorted(whole.images),
         "region": res.region,
@@ -288,6 +346,40 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
     }
     res.mix.meta.update(res.meta)
     return res
+
+
+def unwind_named(sym: Symbolizer) -> Callable[[int], Location]:
+    """`sym.locate`, except that an address no symbol covers is named by the
+    function its image's unwind table (.eh_frame FDE) puts it in,
+    ``image+0xSTART`` with that range, instead of by its own address: the
+    stripped assembler functions of a distribution's libcrypto (aesni_*,
+    gcm_ghash_*) then appear as one function each in the mix."""
+    cache: dict[str, tuple[list[int], tuple[tuple[int, int], ...]]] = {}
+
+    def locate(addr: int) -> Location:
+        loc = sym.locate(addr)
+        if loc.lo is not None or not loc.image.startswith("/"):
+            return loc
+        m = sym.mapping_at(addr)
+        img = load_image(loc.image)
+        if m is None or img is None:
+            return loc
+        vaddr = img.vaddr_of_offset(m.offset + (addr - m.lo))
+        if vaddr is None:
+            return loc
+        if loc.image not in cache:
+            ranges = fde_ranges(loc.image)
+            cache[loc.image] = ([r[0] for r in ranges], ranges)
+        starts, ranges = cache[loc.image]
+        i = bisect.bisect_right(starts, vaddr) - 1
+        if i < 0 or not ranges[i][0] <= vaddr < ranges[i][1]:
+            return loc
+        lo, hi = ranges[i]
+        bias = addr - vaddr
+        name = f"{os.path.basename(loc.image)}+{lo:#x}"
+        return Location(loc.image, name, lo + bias, hi + bias)
+
+    return locate
 
 
 def read_stdin() -> bytes | None:

@@ -29,6 +29,7 @@ import struct
 import sys
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import iced_x86 as iced
@@ -36,9 +37,9 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-__all__ = ["Bounds", "bounds_file", "instruction_starts"]
+__all__ = ["Bounds", "bounds_file", "fde_ranges", "instruction_starts"]
 
-BOUNDS_VERSION = 1
+BOUNDS_VERSION = 2
 _SHF_EXECINSTR = 0x4
 _DW_EH_PE_omit = 0xFF
 
@@ -83,8 +84,40 @@ def _fde_ranges(elf: ELFFile) -> list[tuple[int, int]]:
         pc_rel, pc_range = struct.unpack_from("<iI", e, fo + 8)
         if fde_va + 8 + pc_rel != start or pc_range == 0:
             continue
-        out.append((start, start + pc_range))
+        # A signal-frame FDE (CIE augmentation "S": glibc's __restore_rt)
+        # starts one byte before its code, so that unwinders, which look up
+        # return address - 1, find it: that byte is the previous
+        # instruction's last one, and a sweep from it would put int3s inside
+        # `mov rax, 15` (a SIGILL at every signal return).
+        end = start + pc_range
+        cie_fo = fo + 4 - _cie
+        if 0 <= cie_fo and cie_fo + 9 < len(e):
+            aug_end = e.find(b"\0", cie_fo + 9)
+            if aug_end > 0 and b"S" in e[cie_fo + 9 : aug_end]:
+                start += 1
+        if start < end:
+            out.append((start, end))
     return out
+
+
+@lru_cache(maxsize=256)
+def _fde_ranges_cached(path: str, size: int, mtime_ns: int) -> tuple[tuple[int, int], ...]:
+    del size, mtime_ns  # cache key only
+    try:
+        with open(path, "rb") as fh:
+            return tuple(sorted(set(_fde_ranges(ELFFile(fh)))))
+    except (OSError, ELFError, ValueError, struct.error):
+        return ()
+
+
+def fde_ranges(path: str) -> tuple[tuple[int, int], ...]:
+    """Sorted (start, end) vaddrs of the functions `path`'s unwind table
+    (.eh_frame_hdr) lists; () when it has none or is not ELF."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ()
+    return _fde_ranges_cached(path, st.st_size, st.st_mtime_ns)
 
 
 def _symbol_ranges(elf: ELFFile) -> list[tuple[int, int]]:

@@ -211,13 +211,69 @@ static void *xrealloc(void *p, size_t n)
 }
 
 /* ---- profile ------------------------------------------------------------ */
+static size_t capleaves, capsites;
+
+/* One profile record (also the answers of whole mode's image server, see
+ * whole_ask); `where` names the source for the error message. */
+void profile_record(const char *line, const char *where)
+{
+    if (!strncmp(line, "cpuid ", 6)) {
+        struct leaf l;
+        if (sscanf(line + 6, "%" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32
+                   " %" SCNx32, &l.leaf, &l.sub, &l.a, &l.b, &l.c, &l.d) != 6)
+            die("%s: bad cpuid line", where);
+        if (nleaves == capleaves)
+            leaves = xrealloc(leaves, (capleaves = capleaves * 2 + 16) * sizeof *leaves);
+        leaves[nleaves++] = l;
+    } else if (!strncmp(line, "xcr0 ", 5)) {
+        if (sscanf(line + 5, "%" SCNx64, &xcr0_model) != 1)
+            die("%s: bad xcr0 line", where);
+        have_xcr0 = true;
+    } else if (!strncmp(line, "bounds ", 7)) {
+        if (whole_load_bounds(line + 7))
+            die("%s: bad bounds line (file unreadable?)", where);
+    } else if (!strncmp(line, "ask ", 4)) {
+        if (whole_set_server(line + 4))
+            die("%s: bad ask line", where);
+    } else if (!strncmp(line, "image ", 6)) {
+        images = xrealloc(images, (nimages + 1) * sizeof *images);
+        images[nimages++] = strdup(line + 6);
+    } else if (!strncmp(line, "site ", 5)) {
+        char kind[16];
+        uint64_t off;
+        int pos = 0;
+        if (sscanf(line + 5, "%15s %" SCNx64 " %n", kind, &off, &pos) != 2 || !pos)
+            die("%s: bad site line", where);
+        struct site s = {.off = off, .path = strdup(line + 5 + pos)};
+        if (!strcmp(kind, "cpuid"))
+            s.kind = SITE_CPUID;
+        else if (!strcmp(kind, "xgetbv"))
+            s.kind = SITE_XGETBV;
+        else if (!strcmp(kind, "mark"))
+            s.kind = SITE_MARK;
+        else if (!strcmp(kind, "func"))
+            s.kind = SITE_FUNC;
+        else
+            die("%s: unknown site kind %s", where, kind);
+        if (nsites == capsites)
+            sites = xrealloc(sites, (capsites = capsites * 2 + 64) * sizeof *sites);
+        sites[nsites++] = s;
+    } else {
+        /* block-stepping records (blocks.c): `blocks PATH` then `b ...` lines */
+        int b = blocks_profile_line(line);
+        if (b < 0)
+            die("%s: bad block record", where);
+        if (b == 0)
+            die("%s: unknown record", where);
+    }
+}
+
 static void load_profile(const char *path)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         die("cannot open profile %s: %s", path, strerror(errno));
-    char line[4608];
-    size_t capl = 0, caps = 0;
+    char line[4608], where[4200];
     int lineno = 0;
     while (fgets(line, sizeof line, f)) {
         lineno++;
@@ -226,51 +282,8 @@ static void load_profile(const char *path)
             line[--n] = 0;
         if (!n || line[0] == '#')
             continue;
-        if (!strncmp(line, "cpuid ", 6)) {
-            struct leaf l;
-            if (sscanf(line + 6, "%" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32
-                       " %" SCNx32, &l.leaf, &l.sub, &l.a, &l.b, &l.c, &l.d) != 6)
-                die("%s:%d: bad cpuid line", path, lineno);
-            if (nleaves == capl)
-                leaves = xrealloc(leaves, (capl = capl * 2 + 16) * sizeof *leaves);
-            leaves[nleaves++] = l;
-        } else if (!strncmp(line, "xcr0 ", 5)) {
-            if (sscanf(line + 5, "%" SCNx64, &xcr0_model) != 1)
-                die("%s:%d: bad xcr0 line", path, lineno);
-            have_xcr0 = true;
-        } else if (!strncmp(line, "bounds ", 7)) {
-            if (whole_load_bounds(line + 7))
-                die("%s:%d: bad bounds line (file unreadable?)", path, lineno);
-        } else if (!strncmp(line, "image ", 6)) {
-            images = xrealloc(images, (nimages + 1) * sizeof *images);
-            images[nimages++] = strdup(line + 6);
-        } else if (!strncmp(line, "site ", 5)) {
-            char kind[16];
-            uint64_t off;
-            int pos = 0;
-            if (sscanf(line + 5, "%15s %" SCNx64 " %n", kind, &off, &pos) != 2 || !pos)
-                die("%s:%d: bad site line", path, lineno);
-            struct site s = {.off = off, .path = strdup(line + 5 + pos)};
-            if (!strcmp(kind, "cpuid"))
-                s.kind = SITE_CPUID;
-            else if (!strcmp(kind, "xgetbv"))
-                s.kind = SITE_XGETBV;
-            else if (!strcmp(kind, "mark"))
-                s.kind = SITE_MARK;
-            else if (!strcmp(kind, "func"))
-                s.kind = SITE_FUNC;
-            else
-                die("%s:%d: unknown site kind %s", path, lineno, kind);
-            if (nsites == caps)
-                sites = xrealloc(sites, (caps = caps * 2 + 64) * sizeof *sites);
-            sites[nsites++] = s;
-        } else {
-            int b = blocks_profile_line(line);
-            if (b < 0)
-                die("%s:%d: bad block record", path, lineno);
-            if (b == 0)
-                die("%s:%d: unknown record", path, lineno);
-        }
+        snprintf(where, sizeof where, "%.4096s:%d", path, lineno);
+        profile_record(line, where);
     }
     fclose(f);
     if (!have_xcr0)
@@ -507,6 +520,8 @@ static void check_scanned(const char *img)
     for (size_t i = 0; i < nunscanned; i++)
         if (!strcmp(unscanned[i], img))
             return;
+    if (whole_ask(img)) /* whole mode: the image server sent its records */
+        return;
     unscanned = xrealloc(unscanned, (nunscanned + 1) * sizeof *unscanned);
     unscanned[nunscanned++] = strdup(img);
 }
@@ -961,7 +976,49 @@ static void resume(struct thread *t, int sig)
         return;
     }
     t->pending = false;
-    ptrace(PTRACE_SYSCALL, t->tid, NULL, (void *)(long)sig);
+    /* a thread in JIT code (whole mode) steps until it leaves it */
+    ptrace(whole_jit_active(t->tid) ? PTRACE_SINGLESTEP : PTRACE_SYSCALL, t->tid, NULL,
+           (void *)(long)sig);
+}
+
+/* Whole mode: a stop of a thread that steps in JIT code (whole.c).  A thread
+ * stepping a region records its own instructions: only JIT bookkeeping, and
+ * false (the caller handles the stop as usual).  Else the instruction at RIP
+ * is recorded (CPUID / XGETBV(0) emulated, as when stepping a region) and
+ * true: resume the thread. */
+static bool jit_stop(struct thread *t)
+{
+    struct user_regs_struct r;
+    get_regs(t->tid, &r);
+    if (t->stepping) {
+        whole_jit_visit(t->sp->id, t->tid, r.rip, false);
+        return false;
+    }
+    for (;;) {
+        int v = whole_jit_visit(t->sp->id, t->tid, r.rip, true);
+        if (v == 2) {
+            emulate_cpuid(t->tid, &r);
+            n_cpuid_stepped++;
+        } else if (v == 3 && (uint32_t)r.rcx == 0) {
+            emulate_xgetbv(t->tid, &r);
+            n_xgetbv_stepped++;
+        } else {
+            return true;
+        }
+    }
+}
+
+/* Whole mode: a SIGSEGV that is a jump into closed JIT code opens it (the
+ * signal is dropped) and the thread steps there. */
+static bool jit_enter(struct thread *t)
+{
+    struct user_regs_struct r;
+    get_regs(t->tid, &r);
+    if (!whole_jit_enter(t->sp->id, t->tid, r.rip))
+        return false;
+    if (!t->stepping)
+        jit_stop(t);
+    return true;
 }
 
 /* The step in flight completed (a step trap): count its instruction. */
@@ -1172,7 +1229,12 @@ static void on_syscall_stop(struct thread *t)
     if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
         t->sc_nr = info.entry.nr;
         t->sc_prot = (info.entry.nr == 9 || info.entry.nr == 10) ? info.entry.args[2] : 0;
+        if (whole_enabled && t->sp)
+            whole_sys_enter(t->sp->id, t->tid, info.entry.nr, (const uint64_t *)info.entry.args,
+                            info.instruction_pointer);
     } else if (info.op == PTRACE_SYSCALL_INFO_EXIT) {
+        if (whole_enabled && t->sp && !t->exec_pending)
+            whole_sys_exit(t->sp->id, t->tid, info.exit.rval, info.exit.is_error);
         if (t->exec_pending) {
             t->exec_pending = false;
             if (!info.exit.is_error)
@@ -1353,6 +1415,10 @@ int main(int argc, char **argv)
             siginfo_t si;
             memset(&si, 0, sizeof si);
             ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
+            if (si.si_code != SI_KERNEL && whole_jit_active(pid) && jit_stop(t)) {
+                resume(t, 0);
+                continue;
+            }
             if (si.si_code == SI_KERNEL) { /* int3: one of our breakpoints? */
                 get_regs(pid, &r);
                 struct bp *b = find_bp(t->sp, r.rip - 1);
@@ -1388,6 +1454,9 @@ int main(int argc, char **argv)
                 resume(t, 0); /* a stray step trap after the region ended */
                 continue;
             }
+        } else if (sig == SIGSEGV && whole_enabled && t->sp && jit_enter(t)) {
+            resume(t, 0);
+            continue;
         } else if (sig == SIGSEGV && t->sp && t->sp->fault) {
             get_regs(pid, &r);
             uint8_t code[2];

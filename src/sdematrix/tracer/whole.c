@@ -27,6 +27,13 @@
  * their bytes differ from the file when planting here, so they are skipped,
  * and tracer.c reports their execution with whole_note().
  *
+ * Images the profile does not list (dlopen'd modules, the programs a child
+ * execs) are asked for while the program waits: with `ask REQFD RESPFD` in
+ * the profile, the tracer writes the image's path as one line to REQFD at
+ * the first executable mapping of it, and reads profile records (`image`,
+ * `site`, `bounds`) from RESPFD up to a line `end` (sdematrix.exec_run's
+ * server computes them).  So one run covers every image with no second pass.
+ *
  * Output lines (written by whole_write): `whole_planted N`, `whole_traps N`,
  * `whole_seen N`, `whole_anon_exec N`, `whole_nobounds PATH`, then one
  * `seen SPACE ADDR HEXBYTES` per distinct instruction.
@@ -40,7 +47,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 bool whole_enabled;
@@ -73,7 +85,9 @@ struct wseen {            /* one recorded instruction */
     uint8_t len;
 };
 
-static struct wimage *wimgs;
+/* one allocation per image: mappings point at them while the image server
+ * adds more (a realloc'd array would leave those pointers dangling) */
+static struct wimage **wimgs;
 static size_t nwimgs;
 static struct wspace *wspaces;
 static size_t nwspaces;
@@ -87,6 +101,9 @@ static size_t nnobounds;
  * that was recorded through whole_note (stepped code, sites) */
 static uint64_t *noted;
 static size_t capnoted, nnoted;
+
+static FILE *ask_req, *ask_resp;
+static uint64_t n_asked;
 
 static void *wrealloc(void *p, size_t n)
 {
@@ -124,10 +141,55 @@ int whole_load_bounds(const char *rest)
     im.seen = calloc((im.n + 7) / 8 + 1, 1);
     if (!im.seen || im.fd < 0)
         return -1;
+    struct wimage *one = wrealloc(NULL, sizeof *one);
+    *one = im;
     wimgs = wrealloc(wimgs, (nwimgs + 1) * sizeof *wimgs);
-    wimgs[nwimgs++] = im;
+    wimgs[nwimgs++] = one;
     return 0;
 }
+
+int whole_set_server(const char *rest)
+{
+    int w, r;
+    if (sscanf(rest, "%d %d", &w, &r) != 2 || w < 0 || r < 0)
+        return -1;
+    /* the traced program must not inherit the pipe */
+    if (fcntl(w, F_SETFD, FD_CLOEXEC) || fcntl(r, F_SETFD, FD_CLOEXEC))
+        return -1;
+    ask_req = fdopen(w, "w");
+    ask_resp = fdopen(r, "r");
+    return ask_req && ask_resp ? 0 : -1;
+}
+
+int whole_ask(const char *path)
+{
+    if (!whole_enabled || !ask_req || strchr(path, '\n'))
+        return 0;
+    if (fprintf(ask_req, "%s\n", path) < 0 || fflush(ask_req))
+        goto gone;
+    char line[4608];
+    while (fgets(line, sizeof line, ask_resp)) {
+        size_t n = strlen(line);
+        while (n && line[n - 1] == '\n')
+            line[--n] = 0;
+        if (!strcmp(line, "end")) {
+            n_asked++;
+            return 1;
+        }
+        if (n)
+            profile_record(line, "image server");
+    }
+gone: /* the server is gone: no more asking (the images stay unscanned) */
+    fprintf(stderr, "vc-tracer: image server closed while asking for %s\n", path);
+    fclose(ask_req);
+    fclose(ask_resp);
+    ask_req = ask_resp = NULL;
+    return 0;
+}
+
+static void whole_jit_fork(int from, int to);
+static void whole_jit_write(FILE *f);
+static bool jit_take(int space, pid_t pid, uint64_t lo, uint64_t hi, const char *perms);
 
 static struct wspace *wsp(int space)
 {
@@ -173,14 +235,15 @@ void whole_new_space(int space, pid_t tgid, int copy_from)
             memcpy(s->maps, c->maps, c->nmaps * sizeof *s->maps);
             s->nmaps = c->nmaps;
         }
+        whole_jit_fork(copy_from, space);
     }
 }
 
 static struct wimage *image_named(const char *path)
 {
     for (size_t i = 0; i < nwimgs; i++)
-        if (!strcmp(wimgs[i].path, path))
-            return &wimgs[i];
+        if (!strcmp(wimgs[i]->path, path))
+            return wimgs[i];
     return NULL;
 }
 
@@ -286,14 +349,19 @@ void whole_arm(int space, pid_t pid)
         if (perms[2] != 'x')
             continue;
         const char *path = pos ? line + pos : "";
+        /* executable memory without instruction starts (anonymous, memfd,
+         * a file the server has no starts for): a JIT region from now on,
+         * stepped when it runs; uncovered only if that fails */
+        struct wimage *im = NULL;
         if (path[0] != '/') {
-            if (strcmp(path, "[vdso]") && strcmp(path, "[vsyscall]"))
-                anon++;
-            continue;
-        }
-        struct wimage *im = image_named(path);
-        if (!im) {
+            if (!strcmp(path, "[vdso]") || !strcmp(path, "[vsyscall]"))
+                continue;
+        } else if ((im = image_named(path)) == NULL) {
             note_nobounds(path);
+        }
+        if (!im || !im->n) {
+            if (!jit_take(space, pid, lo, hi, perms))
+                anon++;
             continue;
         }
         bool known = false;
@@ -457,6 +525,8 @@ void whole_write(FILE *f)
     fprintf(f, "whole_traps %" PRIu64 "\n", n_traps);
     fprintf(f, "whole_seen %zu\n", nwseen);
     fprintf(f, "whole_anon_exec %" PRIu64 "\n", n_anon_exec);
+    fprintf(f, "whole_asked %" PRIu64 "\n", n_asked);
+    whole_jit_write(f);
     for (size_t i = 0; i < nnobounds; i++)
         fprintf(f, "whole_nobounds %s\n", nobounds[i]);
     for (size_t i = 0; i < nwseen; i++) {
@@ -465,4 +535,365 @@ void whole_write(FILE *f)
             fprintf(f, "%02x", wseen[i].bytes[k]);
         fputc('\n', f);
     }
+}
+
+/* ---- JIT: anonymous executable memory ------------------------------------
+ *
+ * Code in anonymous executable memory has no file and no instruction
+ * boundaries to plant on, so it is single-stepped, and each instruction is
+ * recorded the first time it runs (whole_note).  To know when a thread
+ * enters such code, the memory is kept not executable while no thread steps
+ * in it:
+ *  - at the entry of mmap(MAP_ANONYMOUS, PROT_EXEC) and of mprotect(PROT_EXEC)
+ *    on anonymous memory, PROT_EXEC is taken out of the argument (PROT_READ
+ *    put in: on x86 an executable page is readable) and the range is noted as
+ *    a JIT region with the protection the program asked for;
+ *  - a thread that jumps into it faults (SIGSEGV, RIP in the region): the
+ *    program's protection is put back (an mprotect injected into the stopped
+ *    thread, run by a `syscall` instruction the process executed before, so
+ *    no code is patched), the signal is dropped, and the thread single-steps
+ *    while RIP stays in a JIT region;
+ *  - when it leaves (returns into an image), PROT_EXEC is taken away again.
+ * munmap, a new mmap over the range, and mprotect without PROT_EXEC end or
+ * trim a region.  Every entry costs two injected syscalls and every
+ * instruction run in JIT code is stepped: exact, at stepping speed.
+ * Not seen: JIT code run by another thread while one thread steps in the same
+ * region (it is executable meanwhile), code made executable by mremap or
+ * pkey_mprotect, JIT regions created while a thread steps a marked/function
+ * region (they stay executable), and code rewritten in place (recorded
+ * with its first bytes at each address). */
+
+#define W_PROT_READ 0x1
+#define W_PROT_EXEC 0x4
+#define W_MAP_ANON 0x20
+
+struct jreg {             /* a JIT region of one space */
+    int space;
+    bool live;
+    bool enabled;         /* executable now (a thread steps in it) */
+    int users;            /* threads stepping in it */
+    uint64_t lo, hi;
+    uint64_t prot;        /* what the program asked for */
+};
+
+struct jthr {             /* a thread: its syscall in progress, its stepping */
+    pid_t tid;
+    int space;
+    int reg;              /* region it steps in, -1: none */
+    uint64_t nr, a0, a1, a2;
+    bool strip;           /* PROT_EXEC was taken out of this syscall */
+};
+
+static struct jreg *jregs;
+static size_t njregs;
+static struct jthr *jthrs;
+static size_t njthrs;
+static uint64_t *gadget;  /* per space: address of a `syscall` the process ran */
+static size_t ngadget;
+static uint64_t n_jit_regions, n_jit_entries, n_jit_steps, n_jit_fail;
+
+static struct jthr *jthr_of(pid_t tid, bool make)
+{
+    for (size_t i = 0; i < njthrs; i++)
+        if (jthrs[i].tid == tid)
+            return &jthrs[i];
+    if (!make)
+        return NULL;
+    jthrs = wrealloc(jthrs, (njthrs + 1) * sizeof *jthrs);
+    jthrs[njthrs] = (struct jthr){.tid = tid, .reg = -1, .nr = (uint64_t)-1};
+    return &jthrs[njthrs++];
+}
+
+static int jreg_at(int space, uint64_t addr)
+{
+    for (size_t i = 0; i < njregs; i++)
+        if (jregs[i].live && jregs[i].space == space && jregs[i].lo <= addr &&
+            addr < jregs[i].hi)
+            return (int)i;
+    return -1;
+}
+
+static void jreg_add(int space, uint64_t lo, uint64_t hi, uint64_t prot)
+{
+    jregs = wrealloc(jregs, (njregs + 1) * sizeof *jregs);
+    jregs[njregs++] = (struct jreg){space, true, false, 0, lo, hi, prot};
+}
+
+/* [lo, hi) of `space` is no longer a JIT region (unmapped, remapped, made
+ * non-executable by the program): trim or end the regions overlapping it. */
+static void jreg_remove(int space, uint64_t lo, uint64_t hi)
+{
+    size_t n = njregs;
+    for (size_t i = 0; i < n; i++) {
+        struct jreg *r = &jregs[i];
+        if (!r->live || r->space != space || r->hi <= lo || hi <= r->lo)
+            continue;
+        if (r->lo < lo && hi < r->hi) { /* a hole in the middle: split */
+            struct jreg tail = *r;
+            tail.lo = hi;
+            tail.users = 0;
+            r->hi = lo;
+            jregs = wrealloc(jregs, (njregs + 1) * sizeof *jregs);
+            jregs[njregs++] = tail;
+            continue;
+        }
+        if (lo <= r->lo && r->hi <= hi)
+            r->live = false;
+        else if (lo <= r->lo)
+            r->lo = hi;
+        else
+            r->hi = lo;
+    }
+}
+
+/* Is [lo, lo+len) anonymous memory in pid (no file behind any part)? */
+static bool anonymous_range(pid_t pid, uint64_t lo, uint64_t len)
+{
+    char p[64], line[4608];
+    snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return false;
+    bool anon = true, any = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        int pos = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &a, &b, &pos) < 2)
+            continue;
+        if (b <= lo || lo + len <= a)
+            continue;
+        any = true;
+        if (pos && line[pos] == '/')
+            anon = false;
+    }
+    fclose(f);
+    return any && anon;
+}
+
+void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, uint64_t ip)
+{
+    if (!whole_enabled || space < 0)
+        return;
+    if (ip >= 2 && jreg_at(space, ip - 2) < 0) {
+        if ((size_t)space >= ngadget) {
+            gadget = wrealloc(gadget, ((size_t)space + 1) * sizeof *gadget);
+            memset(gadget + ngadget, 0, ((size_t)space + 1 - ngadget) * sizeof *gadget);
+            ngadget = (size_t)space + 1;
+        }
+        gadget[space] = ip - 2; /* `syscall` is 0F 05: just executed */
+    }
+    struct jthr *j = jthr_of(tid, true);
+    j->space = space;
+    j->nr = nr;
+    j->a0 = args[0];
+    j->a1 = args[1];
+    j->a2 = args[2];
+    j->strip = false;
+    bool exec = (nr == 9 || nr == 10) && (args[2] & W_PROT_EXEC);
+    if (!exec)
+        return;
+    if (nr == 9 ? !(args[3] & W_MAP_ANON) : !anonymous_range(tid, args[0], args[1]))
+        return;
+    struct user_regs_struct r;
+    if (ptrace(PTRACE_GETREGS, tid, NULL, &r))
+        return;
+    r.rdx = (args[2] & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ;
+    if (ptrace(PTRACE_SETREGS, tid, NULL, &r) == 0)
+        j->strip = true;
+}
+
+void whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error)
+{
+    if (!whole_enabled || space < 0)
+        return;
+    struct jthr *j = jthr_of(tid, false);
+    if (!j || j->nr == (uint64_t)-1)
+        return;
+    uint64_t nr = j->nr;
+    j->nr = (uint64_t)-1;
+    if (is_error || (nr != 9 && nr != 10 && nr != 11 && nr != 25))
+        return;
+    uint64_t lo = nr == 9 ? (uint64_t)rval : j->a0;
+    uint64_t len = (j->a1 + 4095) & ~(uint64_t)4095;
+    jreg_remove(space, lo, lo + len);
+    if (j->strip) {
+        jreg_add(space, lo, lo + len, j->a2);
+        n_jit_regions++;
+    }
+}
+
+/* Run mprotect(lo, len, prot) in the stopped thread: RIP set to the
+ * process's known `syscall` instruction, one step, registers put back.  A
+ * signal that arrives meanwhile is queued again for the thread. */
+static bool inject_mprotect(int space, pid_t tid, uint64_t lo, uint64_t len, uint64_t prot)
+{
+    if ((size_t)space >= ngadget || !gadget[space])
+        return false;
+    struct wspace *s = wsp(space);
+    int fd = memfd_of(s, tid);
+    uint8_t code[2];
+    if (fd < 0 || pread(fd, code, 2, (off_t)gadget[space]) != 2 || code[0] != 0x0f ||
+        code[1] != 0x05)
+        return false;
+    struct user_regs_struct saved, r;
+    if (ptrace(PTRACE_GETREGS, tid, NULL, &saved))
+        return false;
+    r = saved;
+    r.rip = gadget[space];
+    r.rax = 10;
+    r.orig_rax = (unsigned long long)-1;
+    r.rdi = lo;
+    r.rsi = len;
+    r.rdx = prot;
+    if (ptrace(PTRACE_SETREGS, tid, NULL, &r))
+        return false;
+    bool ok = false;
+    for (int tries = 0; tries < 8; tries++) {
+        if (ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL))
+            break;
+        int st;
+        pid_t w;
+        while ((w = waitpid(tid, &st, __WALL)) < 0 && errno == EINTR)
+            ;
+        if (w != tid || !WIFSTOPPED(st))
+            return false; /* the thread is gone */
+        if (ptrace(PTRACE_GETREGS, tid, NULL, &r))
+            break;
+        if (r.rip == gadget[space] + 2) {
+            ok = r.rax == 0;
+            break;
+        }
+        if (WSTOPSIG(st) != SIGTRAP) /* a signal before the step: later */
+            syscall(SYS_tgkill, (int)s->tgid, (int)tid, WSTOPSIG(st));
+    }
+    ptrace(PTRACE_SETREGS, tid, NULL, &saved);
+    return ok;
+}
+
+/* An executable mapping [lo, hi) with permissions `perms` found in the maps
+ * (whole_arm) that has no instruction starts: make it a closed JIT region.
+ * True when it is one (or is open for a thread stepping in it). */
+static bool jit_take(int space, pid_t pid, uint64_t lo, uint64_t hi, const char *perms)
+{
+    for (size_t i = 0; i < njregs; i++)
+        if (jregs[i].live && jregs[i].space == space && jregs[i].enabled &&
+            jregs[i].lo < hi && lo < jregs[i].hi)
+            return true;
+    uint64_t prot = (perms[0] == 'r' ? W_PROT_READ : 0) | (perms[1] == 'w' ? 0x2 : 0) | W_PROT_EXEC;
+    if (!inject_mprotect(space, pid, lo, hi - lo, (prot & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ))
+        return false;
+    jreg_remove(space, lo, hi);
+    jreg_add(space, lo, hi, prot);
+    n_jit_regions++;
+    return true;
+}
+
+static void jreg_release(struct jthr *j)
+{
+    if (j->reg < 0)
+        return;
+    struct jreg *r = &jregs[j->reg];
+    j->reg = -1;
+    if (--r->users > 0 || !r->live || !r->enabled)
+        return;
+    if (inject_mprotect(r->space, j->tid, r->lo, r->hi - r->lo,
+                        (r->prot & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ))
+        r->enabled = false;
+    else
+        n_jit_fail++;
+}
+
+bool whole_jit_active(pid_t tid)
+{
+    if (!njthrs)
+        return false;
+    struct jthr *j = jthr_of(tid, false);
+    return j && j->reg >= 0;
+}
+
+int whole_jit_enter(int space, pid_t tid, uint64_t rip)
+{
+    if (!whole_enabled || space < 0)
+        return 0;
+    int k = jreg_at(space, rip);
+    if (k < 0 || jregs[k].enabled)
+        return 0;
+    struct jthr *j = jthr_of(tid, true);
+    j->space = space;
+    if (j->reg >= 0)
+        jreg_release(j);
+    if (!inject_mprotect(space, tid, jregs[k].lo, jregs[k].hi - jregs[k].lo, jregs[k].prot)) {
+        n_jit_fail++;
+        return 0;
+    }
+    jregs[k].enabled = true;
+    jregs[k].users++;
+    j->reg = k;
+    n_jit_entries++;
+    return 1;
+}
+
+int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record)
+{
+    struct jthr *j = jthr_of(tid, false);
+    if (!j || j->reg < 0)
+        return 0;
+    int k = jreg_at(space, rip);
+    if (k < 0 || !jregs[k].enabled) {
+        /* left JIT code (or into a region still closed: it faults and enters) */
+        jreg_release(j);
+        return 0;
+    }
+    if (k != j->reg) {
+        jreg_release(j);
+        j->reg = k;
+        jregs[k].users++;
+    }
+    if (!record)
+        return 1;
+    uint8_t code[15];
+    int fd = memfd_of(wsp(space), tid);
+    ssize_t n = fd < 0 ? -1 : pread(fd, code, sizeof code, (off_t)rip);
+    if (n <= 0 && fd >= 0) {
+        size_t to_page = 4096 - (rip & 4095);
+        n = pread(fd, code, to_page < sizeof code ? to_page : sizeof code, (off_t)rip);
+    }
+    n_jit_steps++;
+    if (n > 0)
+        whole_note(space, rip, code, (size_t)n);
+    if (n >= 2 && code[0] == 0x0f && code[1] == 0xa2)
+        return 2;
+    if (n >= 3 && code[0] == 0x0f && code[1] == 0x01 && code[2] == 0xd0)
+        return 3;
+    return 1;
+}
+
+/* a forked process: the same JIT regions (same protections) */
+static void whole_jit_fork(int from, int to)
+{
+    size_t n = njregs;
+    for (size_t i = 0; i < n; i++)
+        if (jregs[i].live && jregs[i].space == from) {
+            struct jreg r = jregs[i];
+            r.space = to;
+            r.users = 0;
+            jregs = wrealloc(jregs, (njregs + 1) * sizeof *jregs);
+            jregs[njregs++] = r;
+        }
+    if ((size_t)from < ngadget && gadget[from]) {
+        if ((size_t)to >= ngadget) {
+            gadget = wrealloc(gadget, ((size_t)to + 1) * sizeof *gadget);
+            memset(gadget + ngadget, 0, ((size_t)to + 1 - ngadget) * sizeof *gadget);
+            ngadget = (size_t)to + 1;
+        }
+        gadget[to] = gadget[from];
+    }
+}
+
+static void whole_jit_write(FILE *f)
+{
+    fprintf(f, "whole_jit_regions %" PRIu64 "\n", n_jit_regions);
+    fprintf(f, "whole_jit_entries %" PRIu64 "\n", n_jit_entries);
+    fprintf(f, "whole_jit_steps %" PRIu64 "\n", n_jit_steps);
+    fprintf(f, "whole_jit_failed %" PRIu64 "\n", n_jit_fail);
 }

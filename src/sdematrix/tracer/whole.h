@@ -10,6 +10,14 @@
 
 extern bool whole_enabled;
 
+/* one profile record (tracer.c; dies on a bad one): whole_ask feeds it the
+ * image server's answers */
+void profile_record(const char *line, const char *where);
+/* profile record `ask REQFD RESPFD`: the image server's pipe (see whole.c) */
+int whole_set_server(const char *rest);
+/* an executable image the profile does not know: ask the server for its
+ * records (image, sites, bounds); 1 when it answered */
+int whole_ask(const char *path);
 /* profile record `bounds BINFILE PATH` (rest = "BINFILE PATH"); -1 if bad */
 int whole_load_bounds(const char *rest);
 /* a new address space (exec, fork); copy_from: the forking space or -1 */
@@ -24,6 +32,21 @@ int whole_trap(int space, pid_t pid, uint64_t addr);
 size_t whole_fix_bytes(int space, uint64_t addr, uint8_t *buf, size_t n);
 /* an instruction that ran without our int3 (stepped, or at a site) */
 void whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len);
+/* JIT code (anonymous executable memory), see whole.c.  Syscall stops:
+ * mmap/mprotect(PROT_EXEC) of anonymous memory lose PROT_EXEC at entry and
+ * become JIT regions at exit; munmap etc. end them. */
+void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, uint64_t ip);
+void whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error);
+/* a SIGSEGV at rip: 1 when rip is in a closed JIT region, now open, and the
+ * thread steps in it (drop the signal, then whole_jit_visit at each stop) */
+int whole_jit_enter(int space, pid_t tid, uint64_t rip);
+/* the thread steps in JIT code */
+bool whole_jit_active(pid_t tid);
+/* a stop of a JIT-stepping thread at rip: 0 it left JIT code (stepping
+ * ends), 1 keep stepping, 2 / 3: rip is at a CPUID / XGETBV (to emulate,
+ * then visit again); `record`: record the instruction (false when the
+ * thread steps a region, which records it itself) */
+int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record);
 /* the whole-mode lines of the output file */
 void whole_write(FILE *f);
 
