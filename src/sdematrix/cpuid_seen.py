@@ -36,16 +36,11 @@ class ProfiledCpu:
 @lru_cache(maxsize=256)
 def profiled(model: CpuModel) -> ProfiledCpu:
     """The dispatcher's view of `model` (raises SdeMatrixError without the library)."""
-    from .explain import _features
+    from .explain import _features, feature_names
 
     ffi, lib, f = _features(model)
-    names = frozenset(
-        ffi.string(lib.vc_feature_name(i)).decode()
-        for i in range(lib.VC_F_COUNT)
-        if (f.bits >> i) & 1
-    )
     return ProfiledCpu(
-        features=names,
+        features=frozenset(feature_names(ffi, lib, f)),
         vendor=ffi.string(f.vendor).decode("latin-1"),
         family=int(f.family),
         model=int(f.model),

@@ -72,15 +72,20 @@ def _features(model: CpuModel) -> tuple[Any, Any, Any]:
     return ffi, lib, feats
 
 
-def model_features(matrix: Matrix, cpu: str) -> ModelFeatures:
-    """The feature set the dispatcher decodes from `cpu`'s profile."""
-    model = matrix.models[select_cpus(matrix, [cpu])[0]]
-    ffi, lib, f = _features(model)
-    names = tuple(
+def feature_names(ffi: Any, lib: Any, f: Any) -> tuple[str, ...]:
+    """The names of the feature bits set in a vc_cpu_features."""
+    return tuple(
         ffi.string(lib.vc_feature_name(i)).decode()
         for i in range(lib.VC_F_COUNT)
         if (f.bits >> i) & 1
     )
+
+
+def model_features(matrix: Matrix, cpu: str) -> ModelFeatures:
+    """The feature set the dispatcher decodes from `cpu`'s profile."""
+    model = matrix.models[select_cpus(matrix, [cpu])[0]]
+    ffi, lib, f = _features(model)
+    names = feature_names(ffi, lib, f)
     return ModelFeatures(
         vendor=ffi.string(f.vendor).decode("latin-1"),
         family=int(f.family),

@@ -33,17 +33,7 @@
 #include <sys/ptrace.h>
 #include <sys/types.h>
 
-/* The API tracer.c declares (no header: the sdist ships the *.c files). */
-int blocks_profile_line(const char *line);
-void blocks_note_mapping(int space, uint64_t lo, uint64_t hi, uint64_t off, const char *path);
-uint64_t blocks_find(int space, uint64_t rip, size_t *before);
-bool blocks_begin(pid_t tid, int space, uint64_t rip, uint64_t end, bool plant);
-pid_t blocks_active_tid(void);
-uint64_t blocks_active_end(void);
-bool blocks_unplant(void);
-bool blocks_each_before(uint64_t stop, void (*fn)(void *ctx, uint64_t addr), void *ctx);
-void blocks_forget(void);
-void blocks_write_stats(FILE *f);
+#include "blocks.h"
 
 struct blk_image {
     char *path;

@@ -81,6 +81,7 @@
 
 #include <cpuid.h>
 
+#include "blocks.h"
 #include "whole.h"
 
 #define ARCH_SET_CPUID 0x1012
@@ -170,17 +171,7 @@ static size_t nthreads;
 static struct rec *recs;
 static size_t caprecs, nrecs;
 
-/* block stepping (blocks.c holds the tables and the block in flight) */
-int blocks_profile_line(const char *line);
-void blocks_note_mapping(int space, uint64_t lo, uint64_t hi, uint64_t off, const char *path);
-uint64_t blocks_find(int space, uint64_t rip, size_t *before);
-bool blocks_begin(pid_t tid, int space, uint64_t rip, uint64_t end, bool plant);
-pid_t blocks_active_tid(void);
-uint64_t blocks_active_end(void);
-bool blocks_unplant(void);
-bool blocks_each_before(uint64_t stop, void (*fn)(void *ctx, uint64_t addr), void *ctx);
-void blocks_forget(void);
-void blocks_write_stats(FILE *f);
+/* block stepping: blocks.h (blocks.c holds the tables and the block in flight) */
 static bool use_blocks = true;
 struct thread;
 static bool block_enter(struct thread *t, uint64_t rip);
