@@ -168,7 +168,7 @@ def test_version_and_tcg_support_are_measured(backend: QemuBackend, tmp_path: Pa
     store = tmp_path / "qemu-tcg-support.json"
     assert store.is_file()
     again = QemuBackend(cache=tmp_path)
-    again._query_quiet = None  # type: ignore[assignment,method-assign]  # would raise if run
+    again._query = None  # type: ignore[assignment,method-assign]  # would raise if run
     assert again.tcg_support() == support
 
 
@@ -431,7 +431,6 @@ def test_empty_region_is_an_error_with_total_zero(
 def count_all(result: RunResult, **sel: str) -> int:
     assert result.mix is not None
     return Selector(**sel).count(result.mix.overall)
-
 
 
 def test_page_crossing_instruction_is_completed_from_the_file(tmp_path: Path) -> None:

@@ -89,9 +89,11 @@ def tcg_tests_for(model: CpuModel) -> list[str]:
     for feat, test in (("VAES", "vaes"), ("VPCLMULQDQ", "vpclmulqdq")):
         if feat in model.isa:
             need.append(f"{test}256")
-            if wide and model.max_vector_bits > 256:
+            if model.max_vector_bits > 256:
                 need.append(f"{test}512")
     return need
+
+
 _TCG_MISSING = re.compile(r"TCG doesn't support requested feature: (\S+) \[bit")
 _UNCAUGHT = re.compile(r"uncaught target signal (\d+)")
 
@@ -142,13 +144,18 @@ class QemuBackend:
             return f"{cand} not found (install Debian's qemu-user, or set {QEMU_ENV})"
         return None
 
-    def _query(self, *args: str) -> subprocess.CompletedProcess[str] | None:
+    def _query(self, *args: str, no_core: bool = False) -> subprocess.CompletedProcess[str] | None:
+        """Run qemu with `args`; `no_core` without core files (for runs where
+        a SIGILL is an expected answer)."""
         qemu = self.qemu_path()
         if qemu is None:
             return None
+        argv = [qemu, *args]
+        if no_core:
+            argv = ["/bin/sh", "-c", 'ulimit -c 0; exec "$@"', "qemu", *argv]
         try:
             return subprocess.run(
-                [qemu, *args],
+                argv,
                 capture_output=True,
                 text=True,
                 timeout=PREFLIGHT_TIMEOUT,
@@ -196,7 +203,7 @@ class QemuBackend:
             return {t: str(known[key].get(t, "unknown: not measured")) for t in TCG_TESTS}
         out: dict[str, str] = {}
         for test in TCG_TESTS:
-            p = self._query_quiet("-cpu", "max", str(probe), test)
+            p = self._query("-cpu", "max", str(probe), test, no_core=True)
             if p is None:
                 out[test] = "unknown: did not run"
             elif p.returncode == 0 and p.stdout.strip() == "ok":
@@ -218,23 +225,6 @@ class QemuBackend:
             except OSError:
                 pass
         return out
-
-    def _query_quiet(self, *args: str) -> subprocess.CompletedProcess[str] | None:
-        """Like _query, without core files (a SIGILL is an expected answer)."""
-        qemu = self.qemu_path()
-        if qemu is None:
-            return None
-        try:
-            return subprocess.run(
-                ["/bin/sh", "-c", 'ulimit -c 0; exec "$@"', "qemu", qemu, *args],
-                capture_output=True,
-                text=True,
-                timeout=PREFLIGHT_TIMEOUT,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
 
     def version(self) -> str | None:
         if self._version is None:

@@ -64,51 +64,53 @@ def _source_digest(src: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def build_plugin(cache: Path | None = None, cc: str | None = None) -> Path:
-    """The plugin .so for the current sources, compiled on first use.
-
-    The output name carries a digest of the sources and flags, so an edited
-    plugin is rebuilt and concurrent builders never see a half-written file
-    (each compiles to a temporary name and renames)."""
-    src = plugin_source_dir()
-    missing = [n for n in SOURCES if not (src / n).is_file()]
-    if missing:
-        raise PluginBuildError(f"plugin sources missing from {src}: {', '.join(missing)}")
-    out_dir = cache or cache_dir()
-    target = out_dir / f"qemu-mix-plugin-{_source_digest(src)}.so"
+def _compile(what: str, target: Path, variants: list[list[str]], cc: str | None) -> Path:
+    """`target`, compiled on first use: each argument list of `variants` is
+    tried in turn (the compiler and ``-o`` are added) and the first that
+    builds is kept.  Each build writes a temporary name and renames, so
+    concurrent builders never see a half-written file."""
     if target.is_file():
         return target
     compiler = cc or os.environ.get("CC") or "cc"
     if shutil.which(compiler) is None:
-        raise PluginBuildError(f"no C compiler ({compiler!r} not found) to build the QEMU plugin")
+        raise PluginBuildError(f"no C compiler ({compiler!r} not found) to build {what}")
+    out_dir = target.parent
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".qemu-mix-", suffix=".so", dir=out_dir)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}-", dir=out_dir)
         os.close(fd)
     except OSError as e:
         raise PluginBuildError(f"cannot write the plugin cache {out_dir}: {e}") from e
-    argv = [
-        compiler,
-        "-shared",
-        "-fPIC",
-        *CFLAGS,
-        f"-I{src}",
-        "-o",
-        tmp,
-        str(src / "sdematrix_mix.c"),
-        "-lpthread",
-    ]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        Path(tmp).unlink(missing_ok=True)
-        raise PluginBuildError(f"cannot run {compiler}: {e}") from e
-    if proc.returncode != 0:
-        Path(tmp).unlink(missing_ok=True)
+    err = ""
+    for args in variants:
+        try:
+            proc = subprocess.run(
+                [compiler, *args, "-o", tmp], capture_output=True, text=True, timeout=120, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            err = f"cannot run {compiler}: {e}"
+            continue
+        if proc.returncode == 0:
+            os.replace(tmp, target)
+            return target
         first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip())
-        raise PluginBuildError(f"building the QEMU plugin failed: {first[:300]}")
-    os.replace(tmp, target)
-    return target
+        err = f"building {what} failed: {first[:300]}"
+    Path(tmp).unlink(missing_ok=True)
+    raise PluginBuildError(err)
+
+
+def build_plugin(cache: Path | None = None, cc: str | None = None) -> Path:
+    """The plugin .so for the current sources, compiled on first use.
+
+    The output name carries a digest of the sources and flags, so an edited
+    plugin is rebuilt."""
+    src = plugin_source_dir()
+    missing = [n for n in SOURCES if not (src / n).is_file()]
+    if missing:
+        raise PluginBuildError(f"plugin sources missing from {src}: {', '.join(missing)}")
+    target = (cache or cache_dir()) / f"qemu-mix-plugin-{_source_digest(src)}.so"
+    argv = ["-shared", "-fPIC", *CFLAGS, f"-I{src}", str(src / "sdematrix_mix.c"), "-lpthread"]
+    return _compile("the QEMU plugin", target, [argv], cc)
 
 
 TCG_PROBE_SOURCE = "tcg_probe.c"
@@ -123,33 +125,9 @@ def build_tcg_probe(cache: Path | None = None, cc: str | None = None) -> Path:
     if not src.is_file():
         raise PluginBuildError(f"TCG probe source missing: {src}")
     digest = hashlib.sha256(src.read_bytes() + " ".join(TCG_PROBE_CFLAGS).encode()).hexdigest()
-    out_dir = cache or cache_dir()
-    target = out_dir / f"qemu-tcg-probe-{digest[:16]}"
-    if target.is_file():
-        return target
-    compiler = cc or os.environ.get("CC") or "cc"
-    if shutil.which(compiler) is None:
-        raise PluginBuildError(f"no C compiler ({compiler!r} not found) to build the TCG probe")
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".qemu-tcg-probe-", dir=out_dir)
-        os.close(fd)
-    except OSError as e:
-        raise PluginBuildError(f"cannot write the plugin cache {out_dir}: {e}") from e
-    err = ""
-    for link in (["-static"], []):
-        argv = [compiler, *TCG_PROBE_CFLAGS, *link, "-o", tmp, str(src)]
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            err = str(e)
-            continue
-        if proc.returncode == 0:
-            os.replace(tmp, target)
-            return target
-        err = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip())
-    Path(tmp).unlink(missing_ok=True)
-    raise PluginBuildError(f"building the TCG probe failed: {err[:300]}")
+    target = (cache or cache_dir()) / f"qemu-tcg-probe-{digest[:16]}"
+    argv = [*TCG_PROBE_CFLAGS, str(src)]
+    return _compile("the TCG probe", target, [[*argv, "-static"], argv], cc)
 
 
 # ----------------------------------------------------------------- output --
