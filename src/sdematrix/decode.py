@@ -14,7 +14,7 @@ whether zmm is allowed.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import iced_x86 as iced
@@ -241,12 +241,12 @@ def _width(ins: iced.Instruction, encoding: str) -> str:
         kind = ins.op_kind(i)
         if kind == iced.OpKind.REGISTER:
             w = _reg_width(ins.op_register(i))
-            has_vector_reg = has_vector_reg or w is not None
-            widen(w)
         elif kind == iced.OpKind.MEMORY and ins.is_vsib:
             w = _reg_width(ins.memory_index)
-            has_vector_reg = has_vector_reg or w is not None
-            widen(w)
+        else:
+            continue
+        has_vector_reg = has_vector_reg or w is not None
+        widen(w)
     if has_vector_reg and encoding in ("vex", "evex"):
         op_code = ins.op_code()
         if not op_code.is_lig:
@@ -371,18 +371,7 @@ def decode(code: bytes, address: int = 0) -> Insn:
         ins = iced.Decoder(64, key, ip=address).decode()
         if ins.is_ip_rel_memory_operand or ins.flow_control != iced.FlowControl.NEXT:
             text = _FORMATTER.format(ins)
-    return Insn(
-        address=address,
-        length=insn.length,
-        mnemonic=insn.mnemonic,
-        encoding=insn.encoding,
-        width=insn.width,
-        isa_set=insn.isa_set,
-        isa_ext=insn.isa_ext,
-        features=insn.features,
-        text=text,
-        hint_nop=insn.hint_nop,
-    )
+    return replace(insn, address=address, text=text)
 
 
 def decode_many(code: bytes, address: int = 0) -> Iterator[Insn]:
