@@ -44,12 +44,11 @@ from ..mix_build import Executed, checked_mix
 from ..models import Cell, CpuModel
 from ..symbols import Symbolizer
 from .base import ProbeCommand, RunResult, Violation
-from .ptrace_profile import Site, image_sites, program_images, write_profile
+from .ptrace_profile import Site, image_sites, program_images, site_lines, write_profile
 from .registry import CPUID_MODES
 from .sde import run_process, tail_lines
 
 __all__ = [
-    "CPUID_MODES",
     "PtraceBackend",
     "TracerOutput",
     "cpuid_faulting_available",
@@ -445,9 +444,7 @@ class PtraceBackend:
             lines = [text.rstrip("\n")]
             try:
                 sites = self.sites_for(str(tracer), dict(os.environ))
-                images = program_images(str(tracer), dict(os.environ))
-                lines += [f"image {img}" for img in images if "\n" not in img]
-                lines += [f"site {s.kind} {s.offset:x} {s.path}" for s in sites]
+                lines += site_lines(sites, program_images(str(tracer), dict(os.environ)))
             except (OSError, ValueError) as e:
                 return f"tracer broken: cannot find the CPUID sites of {tracer}: {e}"
             prof.write_text("\n".join(lines) + "\n")

@@ -29,9 +29,10 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import iced_x86 as iced
 from elftools.common.exceptions import ELFError
@@ -40,6 +41,8 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from ..models import CpuModel
+
+T = TypeVar("T")
 
 SITES_VERSION = 1
 BLOCKS_VERSION = 1
@@ -82,18 +85,22 @@ def _cache_dir() -> Path:
     return Path(base) / "sdematrix" / "sites"
 
 
+def _function_symbols(elf: ELFFile) -> Iterator[tuple[int, int]]:
+    """(vaddr, size) of every function symbol with an address."""
+    for sec in elf.iter_sections():
+        if isinstance(sec, SymbolTableSection):
+            for sym in sec.iter_symbols():
+                if sym["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC") and sym["st_value"]:
+                    yield int(sym["st_value"]), int(sym["st_size"])
+
+
 def _scan_file(path: str) -> list[Site]:
     """Decode-confirmed sites of one ELF file."""
     sites: list[Site] = []
     with open(path, "rb") as fh:
         elf = ELFFile(fh)
-        starts: list[int] = []  # function start vaddrs: linear-sweep resync points
-        for sec in elf.iter_sections():
-            if isinstance(sec, SymbolTableSection):
-                for sym in sec.iter_symbols():
-                    if sym["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC") and sym["st_value"]:
-                        starts.append(int(sym["st_value"]))
-        starts.sort()
+        # function start vaddrs: linear-sweep resync points
+        starts = sorted(lo for lo, _size in _function_symbols(elf))
         for sec in elf.iter_sections():
             if sec["sh_type"] != "SHT_PROGBITS" or not (sec["sh_flags"] & 0x4):  # SHF_EXECINSTR
                 continue
@@ -141,16 +148,7 @@ class Block:
 def _function_extents(elf: ELFFile) -> list[tuple[int, int]]:
     """(start vaddr, end vaddr) of every sized function symbol, sorted, overlaps
     (aliases) merged into the first."""
-    spans: set[tuple[int, int]] = set()
-    for sec in elf.iter_sections():
-        if isinstance(sec, SymbolTableSection):
-            for sym in sec.iter_symbols():
-                if (
-                    sym["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC")
-                    and sym["st_value"]
-                    and sym["st_size"]
-                ):
-                    spans.add((int(sym["st_value"]), int(sym["st_value"]) + int(sym["st_size"])))
+    spans = {(lo, lo + size) for lo, size in _function_symbols(elf) if size}
     out: list[tuple[int, int]] = []
     for lo, hi in sorted(spans):
         if out and lo < out[-1][1]:
@@ -212,24 +210,13 @@ def _blocks_of_file(path: str) -> list[Block]:
 
 def image_blocks(path: str) -> list[Block]:
     """Blocks of one image, from the memory or disk cache when the file is unchanged."""
-    real = os.path.realpath(path)
-    st = os.stat(real)
-    key = f"blocks{BLOCKS_VERSION}:{real}:{st.st_size}:{st.st_mtime_ns}"
-    hit = _BLOCK_MEMO.get(key)
-    if hit is not None:
-        return hit
-    cache_file = _cache_dir() / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
-    try:
-        rows = json.loads(cache_file.read_text())
-        blocks = [Block(int(o), tuple(int(c, 16) for c in lens)) for o, lens in rows]
-    except (OSError, ValueError, TypeError):
-        try:
-            blocks = _blocks_of_file(real)
-        except (ELFError, ValueError):
-            blocks = []
-        _write_cache(cache_file, [[b.offset, _hex_lengths(b)] for b in blocks])
-    _BLOCK_MEMO[key] = blocks
-    return blocks
+    return _cached(
+        f"blocks{BLOCKS_VERSION}",
+        path,
+        _blocks_of_file,
+        lambda b: [b.offset, _hex_lengths(b)],
+        lambda _real, row: Block(int(row[0]), tuple(int(c, 16) for c in row[1])),
+    )
 
 
 def _hex_lengths(b: Block) -> str:
@@ -237,42 +224,53 @@ def _hex_lengths(b: Block) -> str:
     return "".join(f"{n:x}" for n in b.lengths)
 
 
-def _write_cache(cache_file: Path, rows: object) -> None:
-    try:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(rows))
-        tmp.replace(cache_file)
-    except OSError:
-        pass
-
-
-_BLOCK_MEMO: dict[str, list[Block]] = {}
-
-
-def image_sites(path: str) -> list[Site]:
-    """Sites of one image, from the memory or disk cache when the file is unchanged."""
+def _cached(
+    kind: str,
+    path: str,
+    compute: Callable[[str], list[T]],
+    to_row: Callable[[T], list[Any]],
+    from_row: Callable[[str, Any], T],
+) -> list[T]:
+    """compute(real path) of one image, from the memory or disk cache (JSON
+    rows, one per item) when the file is unchanged; [] for a file that is not
+    a readable ELF."""
     real = os.path.realpath(path)
     st = os.stat(real)
-    key = f"{SITES_VERSION}:{real}:{st.st_size}:{st.st_mtime_ns}"
+    key = f"{kind}:{real}:{st.st_size}:{st.st_mtime_ns}"
     hit = _MEMO.get(key)
     if hit is not None:
         return hit
     cache_file = _cache_dir() / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
     try:
-        rows = json.loads(cache_file.read_text())
-        sites = [Site(k, int(o), real) for k, o in rows]
+        items = [from_row(real, row) for row in json.loads(cache_file.read_text())]
     except (OSError, ValueError, TypeError):
         try:
-            sites = _scan_file(real)
+            items = compute(real)
         except (ELFError, ValueError):
-            sites = []
-        _write_cache(cache_file, [[s.kind, s.offset] for s in sites])
-    _MEMO[key] = sites
-    return sites
+            items = []
+        try:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps([to_row(x) for x in items]))
+            tmp.replace(cache_file)
+        except OSError:
+            pass
+    _MEMO[key] = items
+    return items
 
 
-_MEMO: dict[str, list[Site]] = {}
+_MEMO: dict[str, list[Any]] = {}
+
+
+def image_sites(path: str) -> list[Site]:
+    """Sites of one image, from the memory or disk cache when the file is unchanged."""
+    return _cached(
+        str(SITES_VERSION),
+        path,
+        _scan_file,
+        lambda s: [s.kind, s.offset],
+        lambda real, row: Site(row[0], int(row[1]), real),
+    )
 
 
 def _needed_and_interp(path: str) -> tuple[list[str], str | None, list[str]]:
@@ -345,6 +343,14 @@ def _program_images(exe: str, ld_path: list[str]) -> list[str]:
     return out
 
 
+def site_lines(sites: Iterable[Site], images: Iterable[str] = ()) -> list[str]:
+    """The profile's `image` and `site` records (paths with a newline cannot
+    be written and are left out)."""
+    lines = [f"image {os.path.realpath(img)}" for img in images if "\n" not in img]
+    lines += [f"site {s.kind} {s.offset:x} {s.path}" for s in sites if "\n" not in s.path]
+    return lines
+
+
 def write_profile(
     path: Path,
     model: CpuModel,
@@ -364,13 +370,7 @@ def write_profile(
             f"{c.ecx & 0xFFFFFFFF:x} {c.edx & 0xFFFFFFFF:x}"
         )
     lines.append(f"xcr0 {model.xcr0:x}")
-    for img in images:
-        if "\n" not in img:
-            lines.append(f"image {os.path.realpath(img)}")
-    for s in sites:
-        if "\n" in s.path:
-            continue
-        lines.append(f"site {s.kind} {s.offset:x} {s.path}")
+    lines += site_lines(sites, images)
     for img in block_images:
         real = os.path.realpath(img)
         if "\n" in real:
