@@ -168,8 +168,9 @@ void blocks_note_mapping(int space, uint64_t lo, uint64_t hi, uint64_t off, cons
 
 /* If `rip` starts an instruction of a known block in `space`: the address of
  * that block's last instruction E, and in *before the number of instructions
- * from rip up to E (E excluded).  0 when rip is in no block. */
-static uint64_t find(int space, uint64_t rip, size_t *before, const uint8_t **lens)
+ * from rip up to E (E excluded) and in *lens the lengths of the instructions
+ * from rip on.  0 when rip is in no block. */
+uint64_t blocks_find(int space, uint64_t rip, size_t *before, const uint8_t **lens)
 {
     for (size_t i = 0; i < nbmaps; i++) {
         const struct blk_map *m = &bmaps[i];
@@ -208,20 +209,13 @@ static uint64_t find(int space, uint64_t rip, size_t *before, const uint8_t **le
     return 0;
 }
 
-uint64_t blocks_find(int space, uint64_t rip, size_t *before)
+/* Start a run of `tid` from `rip` to the block's E, `end` and `lens` as
+ * blocks_find gave them for rip; with `plant`, write the temporary int3 on E
+ * (without it, E already holds an armed site's int3).  False when the memory
+ * cannot be written. */
+bool blocks_begin(pid_t tid, uint64_t rip, uint64_t end, const uint8_t *lens, bool plant)
 {
-    const uint8_t *lens;
-    return find(space, rip, before, &lens);
-}
-
-/* Start a run of `tid` from `rip` to the block's E (as blocks_find said);
- * with `plant`, write the temporary int3 on E (without it, E already holds
- * an armed site's int3).  False when the memory cannot be written. */
-bool blocks_begin(pid_t tid, int space, uint64_t rip, uint64_t end, bool plant)
-{
-    size_t before;
-    const uint8_t *lens;
-    if (run.tid || find(space, rip, &before, &lens) != end)
+    if (run.tid)
         return false;
     run.planted = false;
     if (plant) {

@@ -15,8 +15,8 @@
 
 int blocks_profile_line(const char *line);
 void blocks_note_mapping(int space, uint64_t lo, uint64_t hi, uint64_t off, const char *path);
-uint64_t blocks_find(int space, uint64_t rip, size_t *before);
-bool blocks_begin(pid_t tid, int space, uint64_t rip, uint64_t end, bool plant);
+uint64_t blocks_find(int space, uint64_t rip, size_t *before, const uint8_t **lens);
+bool blocks_begin(pid_t tid, uint64_t rip, uint64_t end, const uint8_t *lens, bool plant);
 pid_t blocks_active_tid(void);
 uint64_t blocks_active_end(void);
 bool blocks_unplant(void);

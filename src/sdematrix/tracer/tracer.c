@@ -173,7 +173,6 @@ static size_t caprecs, nrecs;
 
 /* block stepping: blocks.h (blocks.c holds the tables and the block in flight) */
 static bool use_blocks = true;
-struct thread;
 static bool block_enter(struct thread *t, uint64_t rip);
 static bool block_stop(struct thread *t, int st);
 
@@ -751,6 +750,16 @@ static struct rec *rec_at(struct thread *t, uint64_t rip)
     return r;
 }
 
+#define OP_CPUID "\x0f\xa2"
+#define OP_XGETBV "\x0f\x01\xd0"
+#define OP_SYSCALL "\x0f\x05"
+
+/* Whether the recorded instruction starts with the n bytes of `op`. */
+static bool rec_is(const struct rec *code, const char *op, size_t n)
+{
+    return code->len >= n && !memcmp(code->bytes, op, n);
+}
+
 /* Count one completed execution of the instruction at `rip` in thread t. */
 static void commit(struct thread *t, uint64_t rip)
 {
@@ -934,15 +943,14 @@ static void resume(struct thread *t, int sig)
             continue;
         }
         const struct rec *code = rec_at(t, rip);
-        if (code->len >= 2 && code->bytes[0] == 0x0f && code->bytes[1] == 0xa2) {
+        if (rec_is(code, OP_CPUID, 2)) {
             get_regs(t->tid, &r);
             commit(t, rip);
             emulate_cpuid(t->tid, &r);
             n_cpuid_stepped++;
             continue;
         }
-        if (code->len >= 3 && code->bytes[0] == 0x0f && code->bytes[1] == 0x01 &&
-            code->bytes[2] == 0xd0) {
+        if (rec_is(code, OP_XGETBV, 3)) {
             get_regs(t->tid, &r);
             if ((uint32_t)r.rcx == 0) {
                 commit(t, rip);
@@ -954,7 +962,7 @@ static void resume(struct thread *t, int sig)
         if (!sig && block_enter(t, rip))
             return;
         t->exec_map = false;
-        if (code->len >= 2 && code->bytes[0] == 0x0f && code->bytes[1] == 0x05) {
+        if (rec_is(code, OP_SYSCALL, 2)) {
             /* a syscall: an executable mapping made inside the region gets
              * its sites armed and its maps lines read once it returns */
             get_regs(t->tid, &r);
@@ -1039,11 +1047,12 @@ static bool block_enter(struct thread *t, uint64_t rip)
     if (!use_blocks || nthreads != 1 || blocks_active_tid())
         return false;
     size_t before = 0;
-    uint64_t end = blocks_find(t->sp->id, rip, &before);
+    const uint8_t *lens = NULL;
+    uint64_t end = blocks_find(t->sp->id, rip, &before, &lens);
     if (!end || before < 2 || n_steps + before > max_steps)
         return false;
     /* an armed site on E stops the thread there by itself */
-    if (!blocks_begin(t->tid, t->sp->id, rip, end, find_bp(t->sp, end) == NULL))
+    if (!blocks_begin(t->tid, rip, end, lens, find_bp(t->sp, end) == NULL))
         return false;
     ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL);
     return true;
@@ -1322,7 +1331,7 @@ int main(int argc, char **argv)
              * syscall did run it; any other pending step did not run. */
             if (t && t->pending && t->stepping && WIFEXITED(st)) {
                 const struct rec *code = rec_at(t, t->pending_rip);
-                if (code->len >= 2 && code->bytes[0] == 0x0f && code->bytes[1] == 0x05)
+                if (rec_is(code, OP_SYSCALL, 2))
                     commit(t, t->pending_rip);
             }
             if (pid == child) {
