@@ -9,7 +9,7 @@
  *     touch bytes outside the caller's buffers,
  *   - VALIGNQ for the CFB128-decrypt lane shift,
  *   - the compiler may also use ymm16..31 (32 vector registers).
- * prefer-vector-width=256 keeps GCC's own code generation off zmm.
+ * prefer-vector-width=256 keeps the compiler's own code generation off zmm.
  * Algorithms: see vaes_common.h.
  */
 #include <immintrin.h>
@@ -20,8 +20,15 @@
 #define VC_ISA_CHECK_LIST VC_ISA_AVX10_256
 #include "tier_isa_check.h"
 
-/* The ISA from its one declaration, plus a tuning flag (not an ISA). */
+/* The ISA from its one declaration, plus (GCC) a tuning flag, not an ISA.
+ * clang rejects prefer-vector-width inside target("...") and would drop the
+ * whole attribute: a clang build passes -mprefer-vector-width=256 instead
+ * (tests/fuzz/build_fuzzer.py does). */
+#if defined(__clang__)
+#define VC_TGT VC_ISA_TARGET(VC_ISA_AVX10_256)
+#else
 #define VC_TGT VC_ISA_TARGET(VC_ISA_AVX10_256) ",prefer-vector-width=256"
+#endif
 #define VC_NAME(x) vc_avx10_256_##x
 #include "vaes_ymm.h"
 
