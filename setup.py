@@ -42,21 +42,19 @@ def _load_buildinfo():
 
 bi = _load_buildinfo()
 
-ffibuilder = FFI()
-ffibuilder.cdef(bi.read_cdef(ROOT))
-ffibuilder.set_source(
-    "vaescrypt._native",
-    '#include "vaescrypt.h"\n#include "vc_dispatch_hooks.h"\n',
-    include_dirs=[str(d) for d in bi.include_dirs(ROOT)],
-)
 
-benchbuilder = FFI()
-benchbuilder.cdef(bi.read_bench_cdef(ROOT))
-benchbuilder.set_source(
-    "vaescrypt._bench",
-    '#include "vc_bench.h"\n',
-    include_dirs=[str(d) for d in bi.bench_include_dirs(ROOT)],
-)
+def _cffi_builder(module: str, cdef: str, headers: list[str], incs: list[Path]) -> FFI:
+    builder = FFI()
+    builder.cdef(cdef)
+    builder.set_source(module, "".join(f'#include "{h}"\n' for h in headers),
+                       include_dirs=[str(d) for d in incs])
+    return builder
+
+
+ffibuilder = _cffi_builder("vaescrypt._native", bi.read_cdef(ROOT),
+                           ["vaescrypt.h", "vc_dispatch_hooks.h"], bi.include_dirs(ROOT))
+benchbuilder = _cffi_builder("vaescrypt._bench", bi.read_bench_cdef(ROOT),
+                             ["vc_bench.h"], bi.bench_include_dirs(ROOT))
 
 fastcall = Extension(
     "vaescrypt._fastcall",
@@ -74,18 +72,20 @@ class BuildNative(build_ext):
 
     def run(self) -> None:
         work = Path(self.build_temp) / "vaescrypt-native"
-        objs = bi.compile_objects(bi.library_sources(ROOT), work / "lib", root=ROOT)
-        bench_objs = bi.compile_objects(bi.bench_sources(ROOT), work / "bench", root=ROOT)
+        lib_srcs, bench_srcs = bi.library_sources(ROOT), bi.bench_sources(ROOT)
+        objs = bi.compile_objects(lib_srcs, work / "lib", root=ROOT)
+        bench_objs = bi.compile_objects(bench_srcs, work / "bench", root=ROOT)
+        # cffi extension -> (its objects, the sources they come from)
+        linked = {
+            "vaescrypt._native": (objs, lib_srcs),
+            "vaescrypt._bench": ([*objs, *bench_objs], [*lib_srcs, *bench_srcs]),
+        }
         for ext in self.extensions:
-            if ext.name == "vaescrypt._native":
-                ext.extra_objects = [str(o) for o in objs]
+            if ext.name in linked:
+                ext_objs, ext_srcs = linked[ext.name]
+                ext.extra_objects = [str(o) for o in ext_objs]
                 ext.extra_link_args = [*ext.extra_link_args, *bi.link_flags()]
-                ext.depends = [*ext.depends, *(str(s) for s in bi.library_sources(ROOT))]
-            elif ext.name == "vaescrypt._bench":
-                ext.extra_objects = [str(o) for o in [*objs, *bench_objs]]
-                ext.extra_link_args = [*ext.extra_link_args, *bi.link_flags()]
-                ext.depends = [*ext.depends, *(str(s) for s in
-                                               [*bi.library_sources(ROOT), *bi.bench_sources(ROOT)])]
+                ext.depends = [*ext.depends, *(str(s) for s in ext_srcs)]
         super().run()
 
         if self.inplace:
