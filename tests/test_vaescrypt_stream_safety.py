@@ -265,41 +265,36 @@ def _find_index(raw: object, lo: int, hi: int, step: Callable[[], None],
     return found[0]
 
 
-def test_gcm_partial_block_index_is_bounded() -> None:
-    """A corrupted nbuf (what a race the busy flag missed could leave) must
-    not index buf[]/ks[] past 16 bytes: here it would overwrite the context's
-    pointers (buf + 40 is the GHASH key pointer)."""
-    g = AESGCM(KEY1)
-    sp = ffi.new("vc_gcm_stream **")
-    assert lib.vc_gcm_stream_new(sp, g._key, 0, NONCE, 12) == 0
-    s = ffi.gc(sp[0], lib.vc_gcm_stream_free)
+@pytest.mark.parametrize(
+    ("cls", "start", "lo", "hi", "past_buf"),
+    [
+        # nbuf lives in [80, 144); buf + 40 is the GHASH key pointer
+        (AESGCM, (NONCE, 12), 80, 144, (40, 24)),
+        # num lives in [48, 80); cbuf + 16 is the key pointer
+        (AESCFB, (IV,), 48, 80, (16, 16)),
+    ],
+)
+def test_partial_block_index_is_bounded(cls: type, start: tuple[object, ...], lo: int,
+                                        hi: int, past_buf: tuple[int, int]) -> None:
+    """A corrupted partial-block index (GCM's nbuf, CFB128's num: what a race
+    the busy flag missed could leave) must not index the 16-byte buffer past
+    its end: here it would overwrite the context's pointers, the `size`
+    bytes at lo."""
+    bad, size = past_buf
+    mode = "gcm" if cls is AESGCM else "cfb"
+    owner = cls(KEY1)
+    update = getattr(lib, f"vc_{mode}_stream_update")
+    sp = ffi.new(f"vc_{mode}_stream **")
+    assert getattr(lib, f"vc_{mode}_stream_new")(sp, owner._key, 0, *start) == 0
+    s = ffi.gc(sp[0], getattr(lib, f"vc_{mode}_stream_free"))
     raw = ffi.cast("uint8_t *", s)
     out = ffi.new("uint8_t[16]")
-    assert lib.vc_gcm_stream_update(s, bytes(5), out, 5) == 0
-    off = _find_index(raw, 80, 144,
-                      lambda: lib.vc_gcm_stream_update(s, bytes(14), out, 14), (5, 3))
-    pointers = bytes(ffi.buffer(raw + 80, 24))
-    ffi.memmove(raw + off, (40).to_bytes(4, "little"), 4)
-    assert lib.vc_gcm_stream_update(s, bytes(11), out, 11) == 0
-    assert bytes(ffi.buffer(raw + 80, 24)) == pointers, "nbuf indexed past buf[16]"
-    assert _u32_at(raw, off) < 16
-
-
-def test_cfb_segment_index_is_bounded() -> None:
-    """The same for CFB128's num: cbuf + 16 is the key pointer."""
-    c = AESCFB(KEY1)
-    sp = ffi.new("vc_cfb_stream **")
-    assert lib.vc_cfb_stream_new(sp, c._key, 0, IV) == 0
-    s = ffi.gc(sp[0], lib.vc_cfb_stream_free)
-    raw = ffi.cast("uint8_t *", s)
-    out = ffi.new("uint8_t[16]")
-    assert lib.vc_cfb_stream_update(s, bytes(5), out, 5) == 0
-    off = _find_index(raw, 48, 80,
-                      lambda: lib.vc_cfb_stream_update(s, bytes(14), out, 14), (5, 3))
-    pointers = bytes(ffi.buffer(raw + 48, 16))
-    ffi.memmove(raw + off, (16).to_bytes(4, "little"), 4)
-    assert lib.vc_cfb_stream_update(s, bytes(11), out, 11) == 0
-    assert bytes(ffi.buffer(raw + 48, 16)) == pointers, "num indexed past cbuf[16]"
+    assert update(s, bytes(5), out, 5) == 0
+    off = _find_index(raw, lo, hi, lambda: update(s, bytes(14), out, 14), (5, 3))
+    pointers = bytes(ffi.buffer(raw + lo, size))
+    ffi.memmove(raw + off, bad.to_bytes(4, "little"), 4)
+    assert update(s, bytes(11), out, 11) == 0
+    assert bytes(ffi.buffer(raw + lo, size)) == pointers, "index went past the 16-byte buffer"
     assert _u32_at(raw, off) < 16
 
 
