@@ -239,22 +239,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     probe_path()
     out = Path(args.out)
     prepare_out_dir(out)
-    junit_path = Path(args.junit) if args.junit else None
-    if junit_path is not None:
-        # fail now, not after the run, when the JUnit file cannot be written
-        write_probe = junit_path.parent / f".{junit_path.name}.write-test"
-        try:
-            if junit_path.is_dir():
-                raise IsADirectoryError(21, "Is a directory")
-            junit_path.parent.mkdir(parents=True, exist_ok=True)
-            write_probe.write_text("")
-            write_probe.unlink()
-        except OSError as e:
-            from .errors import OutputDirError
-
-            raise OutputDirError(
-                f"cannot write JUnit file {junit_path}: {e.strerror or e}"
-            ) from None
+    junit_path = _junit_path(args)
 
     cells = matrix.cells(cpus)
     progress = Progress(len(cells))
@@ -280,6 +265,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: interrupted; results for finished cells written", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _junit_path(args: argparse.Namespace) -> Path | None:
+    """--junit, proven writable now: fail before the run, not after it."""
+    if not args.junit:
+        return None
+    path = Path(args.junit)
+    write_probe = path.parent / f".{path.name}.write-test"
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "Is a directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_probe.write_text("")
+        write_probe.unlink()
+    except OSError as e:
+        _junit_error(path, e)
+    return path
+
+
+def _junit_error(path: Path, e: OSError) -> NoReturn:
+    from .errors import OutputDirError
+
+    raise OutputDirError(f"cannot write JUnit file {path}: {e.strerror or e}") from None
 
 
 def _strict(args: argparse.Namespace) -> bool:
@@ -368,7 +376,7 @@ def cmd_docker_run(args: argparse.Namespace) -> int:
     strict = _strict(args)
     matrix = _load(args.matrix)
     cpus = select_cpus(matrix, args.cpu) if args.cpu else list(matrix.models)
-    junit_path = Path(args.junit) if args.junit else None
+    junit_path = _junit_path(args)
     # Each container runs `sdematrix run --cpu <one>`: it names its CPU, so
     # it is strict unless this run is not (a default run, or --allow-skip).
     tail = ["--cpuid-mode", args.cpuid_mode, *([] if strict else ["--allow-skip"])]
@@ -390,14 +398,9 @@ def cmd_docker_run(args: argparse.Namespace) -> int:
     if merged.is_file():
         if junit_path is not None and junit_path.resolve() != merged.resolve():
             try:
-                junit_path.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(merged, junit_path)
             except OSError as e:
-                from .errors import OutputDirError
-
-                raise OutputDirError(
-                    f"cannot write JUnit file {junit_path}: {e.strerror or e}"
-                ) from None
+                _junit_error(junit_path, e)
         print(f"junit: {junit_path or merged}")
     if (out / "results.json").is_file():
         _write_run_reports(out, args.report)

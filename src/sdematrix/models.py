@@ -19,6 +19,18 @@ PATHS = ("generic", "aesni", "vaes_avx2", "avx10_256", "avx512")
 CANNOT_RUN = "cannot run here: "
 
 
+def cannot_run_reason(status: str, reason: str | None) -> str | None:
+    """Why a cell could not run on this host: the reason of a skip, or of a
+    named cell's CANNOT_RUN error without its prefix; None for any other cell."""
+    if not reason:
+        return None
+    if status == "skip":
+        return reason
+    if status == "error" and reason.startswith(CANNOT_RUN):
+        return reason[len(CANNOT_RUN) :]
+    return None
+
+
 @dataclass(frozen=True)
 class CpuidLeaf:
     leaf: int

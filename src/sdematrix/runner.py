@@ -33,14 +33,13 @@ from typing import Any
 from .backends.base import ProbeCommand, RunResult
 from .backends.registry import BackendSelector
 from .errors import SdeMatrixError
-from .models import CANNOT_RUN, Cell, CpuModel, Matrix
+from .models import CANNOT_RUN, Cell, CpuModel, Matrix, cannot_run_reason
 from .progress import Progress
 from .verdict import Outcome, judge
 
 __all__ = ["CellRecord", "RunReport", "kill_descendants", "run_cells"]
 
 ProbeFn = Callable[[Cell, int], ProbeCommand]
-
 DigestFn = Callable[[Cell, int], str]
 
 
@@ -84,14 +83,8 @@ class RunReport:
         the errors of a strict one alike."""
         groups: dict[str, tuple[list[str], list[int]]] = {}
         for r in self.records:
-            res = r.result
-            if res is None or not res.reason:
-                continue
-            if res.status == "skip":
-                why = res.reason
-            elif res.status == "error" and res.reason.startswith(CANNOT_RUN):
-                why = res.reason[len(CANNOT_RUN) :]
-            else:
+            why = cannot_run_reason(r.result.status, r.result.reason) if r.result else None
+            if why is None:
                 continue
             cpus, n = groups.setdefault(why, ([], [0]))
             if r.cell.cpu not in cpus:

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from ..errors import OutputDirError
-from ..models import CANNOT_RUN
+from ..models import cannot_run_reason
 from .load import CellGroup, CellResult, RunResults, load_results
 
 __all__ = ["BUDGET", "SYMBOLS", "emit_step_summary", "render_markdown", "write_markdown"]
@@ -100,20 +100,22 @@ def _problem_lines(res: RunResults) -> list[str]:
     return out
 
 
-def _skip_lines(res: RunResults) -> list[str]:
-    """One line per reason a cell could not run here: the skips of a default
-    run, the "cannot run here" errors of a run that named its CPUs or backend,
-    and cells an interrupt left unrun."""
+def _unrunnable(res: RunResults) -> dict[tuple[str, str], list[CellResult]]:
+    """The cells that could not run here, by (status, reason): the skips of a
+    default run, the "cannot run here" errors of a run that named its CPUs or
+    backend (:func:`~sdematrix.models.cannot_run_reason`, as the CLI summary
+    groups them), and cells an interrupt left unrun."""
     groups: dict[tuple[str, str], list[CellResult]] = {}
     for c in res.cells:
-        first = c.reasons[0] if c.reasons else c.status
-        if c.status in ("skip", "not_run"):
-            kind = c.status
-        elif c.status == "error" and first.startswith(CANNOT_RUN):
-            kind, first = "error", first[len(CANNOT_RUN) :]
-        else:
-            continue
-        groups.setdefault((kind, first), []).append(c)
+        first = (c.reasons[0] if c.reasons else "") or c.status
+        why = first if c.status == "not_run" else cannot_run_reason(c.status, first)
+        if why is not None:
+            groups.setdefault((c.status, why), []).append(c)
+    return groups
+
+
+def _skip_lines(groups: dict[tuple[str, str], list[CellResult]]) -> list[str]:
+    """One line per reason a cell could not run here."""
     out: list[str] = []
     for (kind, why), cs in groups.items():
         cpus = ", ".join(dict.fromkeys(c.cpu for c in cs))
@@ -172,17 +174,15 @@ def render_markdown(res: RunResults) -> str:
     head = "\n".join(lines)
     remaining = BUDGET - len(head.encode()) - 512
     problems = _problem_lines(res)
-    skips = _skip_lines(res)
+    unrunnable = _unrunnable(res)
+    skips = _skip_lines(unrunnable)
     tail: list[str] = []
     if problems:
         tail += ["", f"**Failures and errors ({len(problems)})**", ""]
         tail += _fit(problems, max(1024, remaining * 3 // 4), "failures", MAX_PROBLEMS)
     if skips:
         used = len("\n".join(tail).encode())
-        n = sum(1 for c in res.cells if c.status in ("skip", "not_run")) + sum(
-            1 for c in res.cells
-            if c.status == "error" and c.reasons and c.reasons[0].startswith(CANNOT_RUN)
-        )  # fmt: skip
+        n = sum(len(cs) for cs in unrunnable.values())
         tail += ["", f"**Could not run here ({n} cell{'s' if n != 1 else ''})**", ""]
         tail += _fit(skips, max(512, remaining - used), "reasons", MAX_PROBLEMS)
     warnings = res.all_warnings()
