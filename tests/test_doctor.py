@@ -34,6 +34,9 @@ def test_host_limits(reason: str) -> None:
         "tracer binary not found (set SDEMATRIX_TRACER or build the package's _bin/vc-tracer)",
         "cannot run the tracer: [Errno 8] Exec format error",
         "tracer output incomplete",
+        # quoting a host-limit word does not make a broken tracer a host limit
+        "tracer broken: --host-profile exit 1: PTRACE_GETREGS: Operation not permitted",
+        "ptrace backend unavailable: cannot run the tracer: [Errno 1] Operation not permitted",
     ],
 )
 def test_broken_tool_is_not_a_host_limit(reason: str) -> None:
