@@ -185,17 +185,3 @@ def list_cpus(matrix: Matrix) -> list[dict[str, Any]]:
                 row[mode] = matrix.expected[(name, mode, DIRECTIONS[0])]
         rows.append(row)
     return rows
-
-
-def github_matrix(matrix: Matrix) -> dict[str, Any]:
-    """A GitHub Actions `strategy.matrix` over the models SDE can emulate."""
-    names = [n for n, m in matrix.models.items() if m.sde_chip]
-    include = [
-        {
-            "cpu": n,
-            "chip": matrix.models[n].sde_chip,
-            "chip_check_exe_only": matrix.models[n].chip_check_exe_only,
-        }
-        for n in names
-    ]
-    return {"cpu": names, "include": include}
