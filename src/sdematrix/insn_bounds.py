@@ -31,11 +31,13 @@ import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import BinaryIO
 
 import iced_x86 as iced
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
-from elftools.elf.sections import SymbolTableSection
+
+from .symbols import func_symbols
 
 __all__ = ["Bounds", "bounds_file", "fde_ranges", "instruction_starts"]
 
@@ -120,19 +122,8 @@ def fde_ranges(path: str) -> tuple[tuple[int, int], ...]:
     return _fde_ranges_cached(path, st.st_size, st.st_mtime_ns)
 
 
-def _symbol_ranges(elf: ELFFile) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for sec in elf.iter_sections():
-        if not isinstance(sec, SymbolTableSection):
-            continue
-        for sym in sec.iter_symbols():
-            if sym["st_info"]["type"] not in ("STT_FUNC", "STT_GNU_IFUNC"):
-                continue
-            if sym["st_shndx"] == "SHN_UNDEF" or not sym["st_size"]:
-                continue
-            lo = int(sym["st_value"])
-            out.append((lo, lo + int(sym["st_size"])))
-    return out
+def _symbol_ranges(fh: BinaryIO, elf: ELFFile) -> list[tuple[int, int]]:
+    return [(lo, lo + size) for lo, size, _name in func_symbols(fh, elf) if size]
 
 
 def instruction_starts(path: str) -> list[int]:
@@ -143,7 +134,7 @@ def instruction_starts(path: str) -> list[int]:
         for sec in elf.iter_sections():
             if sec["sh_type"] == "SHT_PROGBITS" and sec["sh_flags"] & _SHF_EXECINSTR:
                 secs.append((int(sec["sh_addr"]), int(sec["sh_offset"]), sec.data()))
-        ranges = sorted(set(_fde_ranges(elf) + _symbol_ranges(elf)))
+        ranges = sorted(set(_fde_ranges(elf) + _symbol_ranges(fh, elf)))
     lengths: dict[int, int] = {}  # file offset -> instruction length
     ins = iced.Instruction()
     for va, fo, data in secs:

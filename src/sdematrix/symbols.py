@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import BinaryIO
@@ -18,7 +19,15 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-__all__ = ["ElfImage", "Location", "Mapping", "Symbolizer", "load_image", "parse_maps"]
+__all__ = [
+    "ElfImage",
+    "Location",
+    "Mapping",
+    "Symbolizer",
+    "func_symbols",
+    "load_image",
+    "parse_maps",
+]
 
 
 @dataclass(frozen=True)
@@ -114,8 +123,8 @@ def _better(old: tuple[int, str] | None, size: int, name: str) -> bool:
     )
 
 
-def _func_symbols_fast(fh: BinaryIO, elf: ELFFile, found: dict[int, tuple[int, str]]) -> None:
-    """The function symbols of a little-endian ELF64 file, read with struct
+def _func_symbols_fast(fh: BinaryIO, elf: ELFFile) -> Iterator[tuple[int, int, str]]:
+    """:func:`func_symbols` of a little-endian ELF64 file, read with struct
     (pyelftools builds an object per symbol: ~10x slower on libpython's
     tables); same selection and order as :func:`_func_symbols_elftools`."""
     for sec in elf.iter_sections():
@@ -129,29 +138,31 @@ def _func_symbols_fast(fh: BinaryIO, elf: ELFFile, found: dict[int, tuple[int, s
         for st_name, info, _other, shndx, value, size in _SYM.iter_unpack(
             table[: len(table) - len(table) % _SYM.size]
         ):
-            if (info & 0xF) not in _FUNC_TYPES or shndx == 0 or st_name == 0:
+            if (info & 0xF) not in _FUNC_TYPES or shndx == 0:
                 continue
             end = strtab.find(b"\0", st_name)
-            raw = strtab[st_name : end if end >= 0 else len(strtab)]
-            if not raw:
-                continue
-            name = raw.decode("utf-8", errors="replace")
-            if _better(found.get(value), size, name):
-                found[value] = (size, name)
+            raw = strtab[st_name : end if end >= 0 else len(strtab)] if st_name else b""
+            yield value, size, raw.decode("utf-8", errors="replace")
 
 
-def _func_symbols_elftools(elf: ELFFile, found: dict[int, tuple[int, str]]) -> None:
+def _func_symbols_elftools(elf: ELFFile) -> Iterator[tuple[int, int, str]]:
     for sec in elf.iter_sections():
         if not isinstance(sec, SymbolTableSection):
             continue
         for sym in sec.iter_symbols():
             if sym["st_info"]["type"] not in ("STT_FUNC", "STT_GNU_IFUNC"):
                 continue
-            if sym["st_shndx"] == "SHN_UNDEF" or not sym.name:
+            if sym["st_shndx"] == "SHN_UNDEF":
                 continue
-            addr, size = int(sym["st_value"]), int(sym["st_size"])
-            if _better(found.get(addr), size, sym.name):
-                found[addr] = (size, sym.name)
+            yield int(sym["st_value"]), int(sym["st_size"]), sym.name
+
+
+def func_symbols(fh: BinaryIO, elf: ELFFile) -> Iterator[tuple[int, int, str]]:
+    """(value, size, name) of every defined function symbol of `elf` (read
+    from `fh`), .symtab and .dynsym, in table order; name may be ""."""
+    if elf.elfclass == 64 and elf.little_endian:
+        return _func_symbols_fast(fh, elf)
+    return _func_symbols_elftools(elf)
 
 
 def _read_image(path: str) -> ElfImage:
@@ -162,10 +173,9 @@ def _read_image(path: str) -> ElfImage:
         for seg in elf.iter_segments():
             if seg["p_type"] == "PT_LOAD":
                 segments.append((seg["p_offset"], seg["p_filesz"], seg["p_vaddr"]))
-        if elf.elfclass == 64 and elf.little_endian:
-            _func_symbols_fast(fh, elf, found)
-        else:
-            _func_symbols_elftools(elf, found)
+        for addr, size, name in func_symbols(fh, elf):
+            if name and _better(found.get(addr), size, name):
+                found[addr] = (size, name)
     syms = sorted((a, s, n) for a, (s, n) in found.items())
     return ElfImage(path=path, segments=segments, sym_addrs=[s[0] for s in syms], syms=syms)
 
