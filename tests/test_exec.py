@@ -20,11 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 SDE_DOUBLE = ROOT / "tests" / "doubles" / "sde64"
 KEY = "000102030405060708090a0b0c0d0e0f"
 
-_ptrace = PtraceBackend()
+_ptrace_why = PtraceBackend().unavailable_reason()
 needs_ptrace = pytest.mark.skipif(
-    _ptrace.unavailable_reason() is not None,
-    reason=f"ptrace backend unavailable here: {_ptrace.unavailable_reason()}",
+    _ptrace_why is not None, reason=f"ptrace backend unavailable here: {_ptrace_why}"
 )
+
+
+def needs(tool: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(shutil.which(tool) is None, reason=f"{tool} not installed")
 
 
 def sdematrix(*args: str, stdin: bytes = b"", env: dict[str, str] | None = None,
@@ -81,7 +84,7 @@ def test_whole_check_matches_shared_checked_mix() -> None:
 
 
 @needs_ptrace
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI not installed")
+@needs("openssl")
 def test_openssl_cfb8_aes_ni_per_model(tmp_path: Path) -> None:
     exp = tmp_path / "expect.yaml"
     exp.write_text(
@@ -125,7 +128,7 @@ def _libcrypto_isa(mix_json: dict) -> dict[str, set[str]]:
 
 
 @needs_ptrace
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl CLI not installed")
+@needs("openssl")
 def test_openssl_gcm_aes_ni_per_model(tmp_path: Path) -> None:
     """AES-128-GCM through Debian's OpenSSL CLI (`openssl cms -encrypt
     -aes-128-gcm`: AuthEnvelopedData, 1 KiB; `openssl enc` refuses AEAD
@@ -174,7 +177,7 @@ def test_openssl_gcm_aes_ni_per_model(tmp_path: Path) -> None:
 
 
 @needs_ptrace
-@pytest.mark.skipif(shutil.which("grep") is None, reason="grep not installed")
+@needs("grep")
 def test_glibc_ifuncs_follow_the_model(tmp_path: Path) -> None:
     """glibc picks its string functions by CPUID at load time: under the
     tracer those picks are the model's (SSE2 ones on p4p, AVX2 on hsw, EVEX
@@ -226,7 +229,7 @@ def test_python_hashlib_sha_ni(tmp_path: Path) -> None:
 
 
 @needs_ptrace
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+@needs("gcc")
 def test_baseline_build_chip_check(tmp_path: Path) -> None:
     src = tmp_path / "bl.c"
     src.write_text(
@@ -293,7 +296,7 @@ int main(int argc, char **argv)
 
 
 @needs_ptrace
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+@needs("gcc")
 @pytest.mark.parametrize("how", ["rwx", "rx", "memfd"])
 def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
     """An AVX2 instruction written into anonymous executable memory and run
@@ -336,7 +339,7 @@ def test_children_and_signal_handlers(tmp_path: Path) -> None:
 
 
 @needs_ptrace
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+@needs("gcc")
 def test_signal_handler_returns(tmp_path: Path) -> None:
     """Three signals handled and returned from (rt_sigreturn via glibc's
     __restore_rt) under whole-process int3s: the program runs as natively."""

@@ -29,6 +29,7 @@ from .exec_expect import Expectation, judge_expectations
 from .exec_run import ExecResult
 from .junit import mix_summary, mix_summary_text
 from .models import CpuModel
+from .verdict import Outcome, _one_line
 
 __all__ = ["ExecOutcome", "judge_exec", "write_exec_junit", "write_exec_results"]
 
@@ -40,17 +41,7 @@ class ExecOutcome:
     reasons: list[str] = field(default_factory=list)
     result: ExecResult | None = None
 
-    @property
-    def message(self) -> str:
-        if not self.reasons:
-            return self.status
-        more = f" (+{len(self.reasons) - 1} more)" if len(self.reasons) > 1 else ""
-        return self.reasons[0] + more
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    s = " ".join(str(text).split())
-    return s if len(s) <= limit else s[: limit - 3] + "..."
+    message = Outcome.message  # the first reason (+ how many more), as `sdematrix run`
 
 
 def judge_exec(
