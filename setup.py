@@ -85,7 +85,10 @@ class BuildNative(build_ext):
                 ext_objs, ext_srcs = linked[ext.name]
                 ext.extra_objects = [str(o) for o in ext_objs]
                 ext.extra_link_args = [*ext.extra_link_args, *bi.link_flags()]
-                ext.depends = [*ext.depends, *(str(s) for s in ext_srcs)]
+                # The objects too: a header-only change (native/vaes_common.h)
+                # recompiles them, and the link must follow.
+                ext.depends = [*ext.depends, *(str(s) for s in ext_srcs),
+                               *(str(o) for o in ext_objs)]
         super().run()
 
         if self.inplace:

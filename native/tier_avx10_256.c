@@ -38,6 +38,14 @@
 #define v_load_part(p, n) _mm256_maskz_loadu_epi8(vc_bmask(n), (const void *)(p))
 #define v_store_part(p, v, n) _mm256_mask_storeu_epi8((void *)(p), vc_bmask(n), (v))
 #define v_keep(v, n) _mm256_maskz_mov_epi8(vc_bmask(n), (v))
+/* Tag check in registers: the masked load reads exactly n bytes; every
+ * byte is compared and the result is one test of the whole mask (no early
+ * exit, so the time does not depend on where a difference is). */
+#define v_tag_eq(full, tag, n)                                                                     \
+    (_mm_mask_cmpeq_epi8_mask((__mmask16)((1u << (n)) - 1),                                       \
+                              _mm_load_si128((const __m128i *)(const void *)(full)),              \
+                              _mm_maskz_loadu_epi8((__mmask16)((1u << (n)) - 1), (tag))) ==      \
+     (__mmask16)((1u << (n)) - 1))
 /* [prev.lane1, cur.lane0]: VALIGNQ by 2 qwords */
 #define v_shift_in(cur, prev) _mm256_alignr_epi64((cur), (prev), 2)
 

@@ -54,6 +54,14 @@ typedef __m512i vc_v;
 #define v_load_part(p, n) _mm512_maskz_loadu_epi8(vc_bmask(n), (const void *)(p))
 #define v_store_part(p, v, n) _mm512_mask_storeu_epi8((void *)(p), vc_bmask(n), (v))
 #define v_keep(v, n) _mm512_maskz_mov_epi8(vc_bmask(n), (v))
+/* Tag check in registers: the masked load reads exactly n bytes; every
+ * byte is compared and the result is one test of the whole mask (no early
+ * exit, so the time does not depend on where a difference is). */
+#define v_tag_eq(full, tag, n)                                                                     \
+    (_mm_mask_cmpeq_epi8_mask((__mmask16)((1u << (n)) - 1),                                       \
+                              _mm_load_si128((const __m128i *)(const void *)(full)),              \
+                              _mm_maskz_loadu_epi8((__mmask16)((1u << (n)) - 1), (tag))) ==      \
+     (__mmask16)((1u << (n)) - 1))
 /* [prev.lane3, cur.lane0, cur.lane1, cur.lane2]: VALIGNQ by 6 qwords */
 #define v_shift_in(cur, prev) _mm512_alignr_epi64((cur), (prev), 6)
 
@@ -64,6 +72,10 @@ static inline __attribute__((target(VC_TGT))) __m512i v_hxor(__m512i v)
     return _mm512_zextsi128_si512(
         _mm_xor_si128(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)));
 }
+
+/* 32 vector registers hold 8 keystream vectors beside the round keys: the
+ * one-shot pass covers 512 bytes, as two hash groups of 4 (see gcm_oneshot). */
+#define VC_OS_V 8
 
 #include "vaes_common.h"
 

@@ -170,9 +170,17 @@
 #endif
 #define VC_SHORT_BYTES (VC_SHORT_V * VC_W)
 #define VC_TABLE_POWERS (VC_SHORT_V * VC_L >= 16 ? 32 : VC_POWERS)
+/* The whole one-pass route takes up to VC_OS_V vectors: one hash group of
+ * VC_SHORT_V, or two (a tier with registers for twice the keystream; the
+ * groups are chained by Horner's rule, see gcm_oneshot). */
+#ifndef VC_OS_V
+#define VC_OS_V VC_SHORT_V
+#endif
+static_assert(VC_OS_V == VC_SHORT_V || VC_OS_V == 2 * VC_SHORT_V, "one or two hash groups");
+#define VC_OS_BYTES (VC_OS_V * VC_W)
 #define VC_STR_(x) #x
 #define VC_XSTR_(x) VC_STR_(x)
-#define VC_UNROLL_SHORT _Pragma(VC_XSTR_(GCC unroll VC_SHORT_V))
+#define VC_UNROLL_SHORT _Pragma(VC_XSTR_(GCC unroll VC_OS_V))
 /* Table entry of power Ki, 1 <= i <= 32 (see the key-power table above).
  * Entries of consecutive powers descend in memory, so a vector at
  * VC_ENTRY(t, i + VC_L - 1) holds K(i + VC_L - 1), ..., K(i) in lanes
@@ -592,30 +600,58 @@ static VC_FN void VC_NAME(gcm_dec)(const vc_aes_key *k, const vc_ghash_key *g, u
 /*
  * A whole message with a 12-byte IV in one call (vc_tier.gcm_oneshot).
  *
- * Short messages (data within VC_SHORT_V vectors, and AAD + data + length
- * block within VC_TABLE_POWERS blocks) are one straight pass with ONE
- * reduction:
+ * Messages of up to VC_OS_V vectors of data are one straight pass:
  *
  *   hashed run  [ A_1 .. A_a | C_1 .. C_d | len ]     N = a + d + 1 blocks
  *   powers        K(N) ..     K(N-a) ..     K1        (one contiguous run)
  *   S = sum of the products, reduced once; T = E(J0) ^ rev(S)
  *
  * AES runs on ceil(len / VC_W) vectors only (a 64-byte message is one zmm
- * vector, not a 16-block batch), and E(J0) is an xmm chain beside them,
- * independent of everything until the tag.  Tails are masked loads and
- * stores straight from and to the caller's buffers.
+ * vector, not a 16-block batch), all in flight at once, and E(J0) is an
+ * xmm chain beside them, independent of everything until the tag.  Tails
+ * are masked loads and stores straight from and to the caller's buffers.
  *
- * Decryption of a short message hashes the ciphertext while its keystream
- * is computed (the two are independent), checks the tag, and only then
- * XORs and stores: no plaintext is written before the tag verifies, and
- * nothing is copied.
+ * The power table holds VC_TABLE_POWERS powers, so one reduction covers at
+ * most one group of VC_SHORT_V vectors (plus AAD and the length block).  A
+ * tier with registers for twice that keystream (VC_OS_V = 2 VC_SHORT_V)
+ * hashes a second group by Horner's rule:
+ *
+ *   S0 = reduce( sum over group 0's run of X_i K(n0 - i + 1) )
+ *   S  = reduce( S0 K(n1) + sum over group 1's run of X_i K(n1 - i + 1) )
+ *
+ * (the serial GHASH chain S <- (S ^ X) H unrolled: a run of n blocks
+ * multiplies what came before by H^n).  Group 1's products do not wait for
+ * S0; only the one product S0 K(n1) and the last reduction follow it.  AAD
+ * too long to share group 0's run is hashed alone first and enters group 0
+ * the same way.
+ *
+ * Decryption hashes the ciphertext while its keystream is computed (the
+ * two are independent), checks the tag, and only then XORs and stores: no
+ * plaintext is written before the tag verifies, and nothing is copied.
  *
  * Longer messages: the AAD is hashed first, the whole batches go through
  * gcm_crypt (the interleaved main loop), and the last (< one batch) chunk
- * is the short pass above with the running S multiplied in at K(N) and no
- * AAD run.  Decryption then writes plaintext before the tag is known, as
- * the streaming path does, and zeroes all of out if it does not verify.
+ * is the pass above with the running S multiplied in at K(N) and no AAD
+ * run.  Decryption then writes plaintext before the tag is known, as the
+ * streaming path does, and zeroes all of out if it does not verify.
  */
+
+/* Constant-time tag check: 1 iff the n tag bytes at tag equal full's.
+ * Inline, not a call: a call clobbers every vector register, so the
+ * keystream kept for after the check would be spilled and reloaded.  A
+ * tier with byte-masked loads compares in registers; the others OR the
+ * byte differences (no early exit: the time does not depend on where a
+ * difference is). */
+#ifndef v_tag_eq
+static inline VC_FN int VC_NAME(tag_eq)(const uint8_t *full, const uint8_t *tag, size_t n)
+{
+    uint32_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= (uint32_t)(full[i] ^ tag[i]);
+    return (int)(((d - 1u) >> 8) & 1u);
+}
+#define v_tag_eq(full, tag, n) VC_NAME(tag_eq)((full), (tag), (n))
+#endif
 
 /* Every round but the last of one vector, keys from VC_KEYS_LOAD. */
 #define VC_AES_NOLAST(v)                                                                           \
@@ -685,9 +721,9 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
     uint8_t *op = out;
     size_t r = len, arun = aad_len;
     vc_v S = v_zero();
-    int have_s = 0;
+    int have_s = 0, long_route = 0;
 
-    if (len > VC_SHORT_BYTES || (aad_len + 15) / 16 + (len + 15) / 16 + 1 > VC_TABLE_POWERS) {
+    if (len > VC_OS_BYTES) {
         /* Long: AAD, then whole batches through the main loop. */
         alignas(16) uint8_t X[16], ctr[16];
         if (aad_len)
@@ -699,22 +735,34 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
         S = v_shuf8(v_lane0_load(X), bs);
         c = v_add32(v_shuf8(v_bcast(ctr), bs), v_ctr_lanes());
         vc_secure_zero(X, sizeof X);
-        have_s = 1;
+        have_s = long_route = 1;
         arun = 0;
         ip += full;
         op += full;
         r -= full;
+    } else if ((aad_len + 15) / 16 + (len < VC_SHORT_BYTES ? (len + 15) / 16 : VC_SHORT_V * VC_L) +
+                   1 > VC_TABLE_POWERS) {
+        /* AAD too long to share group 0's power run: hash it alone. */
+        S = VC_NAME(ghash_s)(g, S, aad, aad_len);
+        have_s = 1;
+        arun = 0;
     }
 
 #ifdef VC_GCM_FAULT
-    if (!have_s) /* once per message: a long one ran it in gcm_crypt */
+    if (!long_route) /* once per message: a long one ran it in gcm_crypt */
         VC_GCM_FAULT();
+#else
+    (void)long_route;
 #endif
     VC_KEYS_LOAD(k);
     __m128i ekj0 = j0;
     VC_AES_XMM(ekj0);
 
-    const size_t na = (arun + 15) / 16, nd = (r + 15) / 16, n = na + nd + 1;
+    /* Group 0: the AAD run and the first (up to) VC_SHORT_V vectors, with
+     * the length block if no second group follows. */
+    const size_t na = (arun + 15) / 16, nd = (r + 15) / 16;
+    const size_t nd0 = nd < VC_SHORT_V * VC_L ? nd : VC_SHORT_V * VC_L;
+    const size_t n = na + nd0 + (nd == nd0);
     VC_NAME(acc) a = {v_zero(), v_zero(), v_zero()};
     if (have_s)
         VC_NAME(mul)(&a, S, VC_ENTRY(g->table, (int)n), 0);
@@ -727,9 +775,9 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
     const size_t nv = (r + VC_W - 1) / VC_W;
     const uint8_t *kd = VC_ENTRY(g->table, (int)(n - na));
     const vc_v step = v_ctr_step();
-    vc_v x[VC_SHORT_V];
+    vc_v x[VC_OS_V];
     VC_UNROLL_SHORT
-    for (size_t j = 0; j < VC_SHORT_V; j++) {
+    for (size_t j = 0; j < VC_OS_V; j++) {
         x[j] = v_zero();
         if (j < nv) {
             x[j] = v_shuf8(c, bs);
@@ -737,10 +785,18 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
             VC_AES_NOLAST(x[j]);
         }
     }
+    /* Group 1's run: its blocks and the length block, after group 0. */
+    const size_t n1 = nd - nd0 + 1;
+    const uint8_t *kd1 = VC_ENTRY(g->table, (int)n1);
     VC_UNROLL_SHORT
-    for (size_t j = 0; j < VC_SHORT_V; j++) {
+    for (size_t j = 0; j < VC_OS_V; j++) {
         if (j >= nv)
             break;
+        if (j == VC_SHORT_V) { /* group 1: S0 times K(n1), then its products */
+            S = VC_NAME(finish)(&a);
+            a.lo = a.hi = a.kara = v_zero();
+            VC_NAME(mul)(&a, S, VC_ENTRY(g->table, (int)n1), 0);
+        }
         const size_t off = j * VC_W, m = r - off < VC_W ? r - off : VC_W;
         vc_v d = m == VC_W ? v_loadu(ip + off) : v_load_part(ip + off, m);
         if (enc) { /* hash what is written */
@@ -752,7 +808,8 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
                 d = v_keep(d, m); /* keystream past the message is not hashed */
             }
         }
-        VC_NAME(mul)(&a, v_shuf8(d, bs), kd + j * VC_W, 0);
+        VC_NAME(mul)(&a, v_shuf8(d, bs),
+                     j < VC_SHORT_V ? kd + j * VC_W : kd1 + (j - VC_SHORT_V) * VC_W, 0);
     }
     /* The length block, [len(A)]_64 || [len(C)]_64 reversed, times K1. */
     {
@@ -772,9 +829,9 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
     int st = VC_OK;
     if (enc) {
         memcpy(tag, full, tag_len);
-    } else if (vc_ct_memeq(full, tag, tag_len)) {
+    } else if (v_tag_eq(full, tag, tag_len)) {
         VC_UNROLL_SHORT
-        for (size_t j = 0; j < VC_SHORT_V; j++) {
+        for (size_t j = 0; j < VC_OS_V; j++) {
             if (j >= nv)
                 break;
             const size_t off = j * VC_W, m = r - off < VC_W ? r - off : VC_W;

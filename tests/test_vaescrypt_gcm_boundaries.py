@@ -1,0 +1,88 @@
+"""One-shot GCM at every length around the wide paths' route boundaries.
+
+The wide tiers split a one-shot message (12-byte IV) by size: one chunk of
+VC_SHORT_V vectors, several chunks with one reduction each, the AAD hashed
+alone when it is too long to share chunk 0's power run, and the main loop
+plus a tail beyond VC_ONEPASS_BYTES.  The random differential test reaches
+these boundaries only by chance; this one walks every data length from 0 to
+1100 bytes (past two 512-byte chunks and into the main loop on every width)
+and AAD lengths on both sides of the AAD-alone threshold, on every path,
+both directions, against `cryptography`.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from cryptography.exceptions import InvalidTag as RefInvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM as RefGCM
+
+import vaescrypt
+
+# Short AADs share chunk 0's powers; 240/256 B sit at the threshold for a
+# 16-block chunk (AAD blocks + 16 + 1 > 32); 600 B is hashed alone.
+AAD_LENGTHS = (0, 1, 16, 17, 63, 240, 241, 256, 600)
+
+
+def _data_lengths(aad_len: int) -> range | list[int]:
+    if aad_len in (0, 17):
+        return range(1101)
+    return [n for n in range(1101) if n % 16 in (0, 1, 15) or n % 64 == 63]
+
+
+@pytest.mark.parametrize("impl", vaescrypt.available("gcm", "encrypt"))
+def test_every_length_matches_reference(impl: str) -> None:
+    r = random.Random(f"boundaries-{impl}")
+    for aad_len in AAD_LENGTHS:
+        key = r.randbytes(r.choice((16, 24, 32)))
+        ours = vaescrypt.AESGCM(key, impl=impl)
+        ref = RefGCM(key)
+        aad = r.randbytes(aad_len)
+        for n in _data_lengths(aad_len):
+            nonce, pt = r.randbytes(12), r.randbytes(n)
+            blob = ref.encrypt(nonce, pt, aad)
+            assert ours.encrypt(nonce, pt, aad) == blob, (impl, len(key), aad_len, n)
+            assert ours.decrypt(nonce, blob, aad) == pt, (impl, len(key), aad_len, n)
+
+
+@pytest.mark.parametrize("impl", vaescrypt.available("gcm", "decrypt"))
+def test_tampered_tag_rejected_at_every_route(impl: str) -> None:
+    """A flipped ciphertext bit in the first or the last block is caught on
+    each route (one chunk, several, AAD alone, main loop + tail)."""
+    r = random.Random(f"boundaries-tamper-{impl}")
+    key = r.randbytes(32)
+    ours, ref = vaescrypt.AESGCM(key, impl=impl), RefGCM(key)
+    for aad_len in (0, 16, 600):
+        aad = r.randbytes(aad_len)
+        for n in (1, 64, 255, 256, 257, 300, 511, 512, 513, 700, 1024, 1100):
+            nonce = r.randbytes(12)
+            blob = bytearray(ref.encrypt(nonce, r.randbytes(n), aad))
+            for pos in (0, n - 1):
+                bad = bytearray(blob)
+                bad[pos] ^= 1
+                with pytest.raises(vaescrypt.InvalidTag):
+                    ours.decrypt(nonce, bytes(bad), aad)
+                with pytest.raises(RefInvalidTag):  # the reference agrees it is bad
+                    ref.decrypt(nonce, bytes(bad), aad)
+
+
+@pytest.mark.parametrize("impl", vaescrypt.available("gcm", "decrypt"))
+def test_truncated_tags_checked_byte_exact(impl: str) -> None:
+    """Every truncated tag length: the right tag passes, a tag wrong in any
+    one byte fails.  Many messages, so that the full tag's bytes beyond the
+    truncation are sometimes zero (a check that compared them against a
+    zero-filled load would then accept or reject wrongly)."""
+    r = random.Random(f"boundaries-tags-{impl}")
+    for tag_len in (4, 8, 12, 13, 14, 15, 16):
+        key = r.randbytes(16)
+        ours, ref = vaescrypt.AESGCM(key, tag_length=tag_len, impl=impl), RefGCM(key)
+        for i in range(400):
+            nonce, pt = r.randbytes(12), r.randbytes(r.randrange(0, 100))
+            blob = ref.encrypt(nonce, pt, b"")
+            ct, tag = blob[:-16], blob[-16:-16 + tag_len] if tag_len < 16 else blob[-16:]
+            assert ours.decrypt(nonce, ct + tag, b"") == pt, (tag_len, i)
+            bad = bytearray(tag)
+            bad[i % tag_len] ^= 1 << (i % 8)
+            with pytest.raises(vaescrypt.InvalidTag):
+                ours.decrypt(nonce, ct + bytes(bad), b"")
