@@ -15,6 +15,9 @@ vaescrypt._fastcall (METH_FASTCALL one-shot entry points) is our C too, so it
 gets the strict flags.  It links none of the library: at import the Python
 layer hands it the addresses of the library functions inside _native, so the
 process holds one copy of the library and of its dispatcher state.
+
+The project URLs (pyproject's dynamic "urls") come from the repository that
+builds the release, never from the tree: see _project_urls.py.
 """
 
 from __future__ import annotations
@@ -30,9 +33,8 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 
 
-def _load_buildinfo():
-    path = ROOT / "src" / "vaescrypt" / "_buildinfo.py"
-    spec = importlib.util.spec_from_file_location("_vaescrypt_buildinfo", path)
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclass/typing machinery wants it registered
@@ -40,7 +42,7 @@ def _load_buildinfo():
     return mod
 
 
-bi = _load_buildinfo()
+bi = _load("_vaescrypt_buildinfo", ROOT / "src" / "vaescrypt" / "_buildinfo.py")
 
 
 def _cffi_builder(module: str, cdef: str, headers: list[str], incs: list[Path]) -> FFI:
@@ -106,8 +108,16 @@ class BuildNative(build_ext):
             print("note: src/sdematrix/tracer has no C sources; vc-tracer not built")
 
 
+def _project_urls() -> dict[str, str]:
+    urls, origin = _load("_sdematrix_project_urls", ROOT / "_project_urls.py").project_urls(ROOT)
+    if not urls:
+        print(f"note: no project URLs in the metadata: {origin}", file=sys.stderr)
+    return urls
+
+
 if __name__ == "__main__":
     setup(
+        project_urls=_project_urls(),
         cffi_modules=["setup.py:ffibuilder", "setup.py:benchbuilder"],
         ext_modules=[fastcall],
         cmdclass={"build_ext": BuildNative},

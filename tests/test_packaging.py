@@ -8,6 +8,11 @@
 * the sdist carries every file the build reads; the wheel carries the
   compiled extensions and helper executables (not their sources);
 * ``auditwheel show`` names the manylinux tag the local wheel would get;
+* the project URLs come from the repository that builds the release (here a
+  test address in GITHUB_SERVER_URL/GITHUB_REPOSITORY, as on a GitHub runner):
+  the sdist carries them, a wheel built from that sdist without the variables
+  keeps them, and a build that knows no address has none and still passes
+  ``twine check --strict``;
 * the sdist installs into a fresh venv (no system site-packages, no
   PYTHONPATH, cwd outside the tree) and the installed package lists the
   CPUs, explains a model, round-trips AES-GCM against ``cryptography`` and
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import email
+import importlib.util
 import json
 import os
 import re
@@ -42,6 +48,20 @@ import yaml
 from doubles.sdematrix_cli import ROOT, SHIPPED_MATRIX, ptrace_skip_reason, run_cli
 
 VERSION_FILE = ROOT / "src" / "sdematrix" / "_version.py"
+
+# What a GitHub runner sets; a test address, not the project's (which the tree
+# does not know).  Every build here gets exactly these or none.
+_REPO_VARS = ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY")
+TEST_REPO_ENV = {
+    "GITHUB_SERVER_URL": "https://github.com",
+    "GITHUB_REPOSITORY": "example-owner/example-repo",
+}
+TEST_REPO = "https://github.com/example-owner/example-repo"
+TEST_PROJECT_URLS = [
+    f"Source, {TEST_REPO}",
+    f"Issues, {TEST_REPO}/issues",
+    f"Documentation, {TEST_REPO}#readme",
+]
 
 # Build products and repository machinery: never sources.  The second set only
 # at the top of the tree (tests/data/results/ is test data, /results a run's).
@@ -76,9 +96,10 @@ def _run(argv: list[str], *, timeout: float = 900, **kw: Any) -> subprocess.Comp
 
 
 def _clean_env() -> dict[str, str]:
-    """The environment without anything that points Python at the source tree."""
+    """The environment without anything that points Python at the source tree
+    or names a repository (the project URLs' source on a GitHub runner)."""
     drop = ("PYTHON", "VIRTUAL_ENV", "SDEMATRIX_", "SDE_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop) and k not in _REPO_VARS}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
 
@@ -180,12 +201,14 @@ class Dists:
 
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
-    """`python -m build` on a copy of the tree: the sdist, then the wheel from it."""
+    """`python -m build` on a copy of the tree (no .git), the test repository
+    address in the environment: the sdist, then the wheel from it."""
     tmp = tmp_path_factory.mktemp("build")
     src = tmp / "tree"
     shutil.copytree(ROOT, src, ignore=_copy_ignore, symlinks=True)
     out = tmp / "dist"
-    r = _run([sys.executable, "-m", "build", "--outdir", str(out), str(src)], env=_clean_env())
+    env = {**_clean_env(), **TEST_REPO_ENV}
+    r = _run([sys.executable, "-m", "build", "--outdir", str(out), str(src)], env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     sdists = sorted(out.glob("*.tar.gz"))
     wheels = sorted(out.glob("*.whl"))
@@ -211,7 +234,7 @@ def test_sdist_carries_every_build_input(dists: Dists) -> None:
         names = {m.name.removeprefix(top) for m in tf.getmembers() if m.isfile()}
     # every source file the build and the runtime read, as tracked in the tree
     wanted = {
-        "LICENSE", "README.md", "pyproject.toml", "setup.py", "sde_matrix.yaml",
+        "LICENSE", "README.md", "pyproject.toml", "setup.py", "_project_urls.py", "sde_matrix.yaml",
         "src/sdematrix/_version.py", "src/sdematrix/sde_matrix.yaml",
         "src/sdematrix/schema/sde_matrix.schema.json",
         "src/sdematrix/qemu_plugin/sdematrix_mix.c", "src/sdematrix/qemu_plugin/qemu_plugin_api.h",
@@ -293,6 +316,134 @@ def test_auditwheel_names_a_manylinux_tag(dists: Dists) -> None:
     print(f"auditwheel: {dists.wheel.name} -> manylinux_{tag[0]}_{tag[1]}_x86_64")
     assert "system-provided shared libraries: libc.so.6" in text, r.stdout
     assert "external shared libraries" not in text, r.stdout  # nothing to graft
+
+
+# -------------------------------------------------------- project URLs --
+
+
+def _project_urls_module() -> Any:
+    """_project_urls.py, loaded by path as setup.py loads it (not a package module)."""
+    path = ROOT / "_project_urls.py"
+    spec = importlib.util.spec_from_file_location("_sdematrix_project_urls", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize(
+    ("remote", "address"),
+    [
+        ("git@github.com:owner/name.git", "https://github.com/owner/name"),
+        ("https://github.com/owner/name", "https://github.com/owner/name"),
+        ("https://github.com/owner/name.git/", "https://github.com/owner/name"),
+        ("https://x-access-token:secret@github.com/o/n.git", "https://github.com/o/n"),
+        ("ssh://git@gitlab.example.org:2222/group/sub/n.git", "https://gitlab.example.org/group/sub/n"),
+        ("https://GitLab.example.org:8443/g/n", "https://gitlab.example.org:8443/g/n"),
+        ("/srv/git/name.git", None),
+        ("file:///srv/git/name.git", None),
+        ("git://github.com/owner/name", None),
+        ("http://github.com/owner/name", None),
+        ("https://github.com/owner", None),
+        ("https://github.com/owner/../name", None),
+        ("", None),
+    ],
+)  # fmt: skip
+def test_remote_normalised_to_a_web_address(remote: str, address: str | None) -> None:
+    assert _project_urls_module().normalise_remote(remote) == address
+
+
+def _git(cwd: Path, *argv: str) -> None:
+    git = shutil.which("git")
+    assert git, "git not installed (ci/bootstrap.sh installs the toolchain)"
+    r = _run([git, "-C", str(cwd), *argv], timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+def test_project_urls_source_precedence(tmp_path: Path) -> None:
+    """PKG-INFO (an unpacked sdist) over GitHub Actions' variables over the
+    git remote; nothing known, no URLs; a tree without its own .git never
+    borrows the remote of a repository it happens to sit in."""
+    pu = _project_urls_module()
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    _git(tree, "init", "-q")
+    _git(tree, "remote", "add", "origin", "git@gitlab.example.org:group/proj.git")
+    urls, origin = pu.project_urls(tree, {})
+    assert origin == "git remote origin"
+    assert urls == {
+        "Source": "https://gitlab.example.org/group/proj",
+        "Issues": "https://gitlab.example.org/group/proj/issues",
+        "Documentation": "https://gitlab.example.org/group/proj#readme",
+    }
+    urls, origin = pu.project_urls(tree, TEST_REPO_ENV)
+    assert origin == "GITHUB_SERVER_URL/GITHUB_REPOSITORY" and urls["Source"] == TEST_REPO
+    (tree / "CHANGELOG.md").write_text("# Changes\n")
+    urls, _ = pu.project_urls(tree, TEST_REPO_ENV)
+    assert urls["Changelog"] == f"{TEST_REPO}/blob/HEAD/CHANGELOG.md"
+
+    # an sdist's own metadata wins over whatever the building machine knows
+    (tree / "PKG-INFO").write_text(
+        "Metadata-Version: 2.4\nName: sdematrix\nVersion: 1\n"
+        "Project-URL: Source, https://example.invalid/o/n\n\nbody, with a comma\n"
+    )
+    assert pu.project_urls(tree, TEST_REPO_ENV)[0] == {"Source": "https://example.invalid/o/n"}
+    (tree / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: sdematrix\nVersion: 1\n")
+    assert pu.project_urls(tree, TEST_REPO_ENV)[0] == {}
+
+    inner = tree / "unpacked"  # inside the repository, without a .git of its own
+    inner.mkdir()
+    urls, origin = pu.project_urls(inner, {})
+    assert urls == {} and "no repository address" in origin
+    _git(tree, "remote", "set-url", "origin", str(tmp_path / "local.git"))
+    (tree / "PKG-INFO").unlink()
+    assert pu.project_urls(tree, {})[0] == {}  # a local path is no web address
+
+
+def _sdist_pkg_info(sdist: Path) -> email.message.Message:
+    with tarfile.open(sdist) as tf:
+        f = tf.extractfile(f"sdematrix-{_version_constant()}/PKG-INFO")
+        assert f is not None
+        return email.message_from_bytes(f.read())
+
+
+@pytest.mark.slow
+def test_sdist_and_wheel_carry_the_builders_project_urls(dists: Dists) -> None:
+    assert _sdist_pkg_info(dists.sdist).get_all("Project-URL") == TEST_PROJECT_URLS
+    meta, _ = _wheel_metadata(dists.wheel)
+    assert meta.get_all("Project-URL") == TEST_PROJECT_URLS
+
+
+@pytest.mark.slow
+def test_no_repository_address_no_urls(tmp_path: Path) -> None:
+    """No GitHub variables and no git checkout: no Project-URL in the sdist
+    nor in the wheel metadata from it, one note on stderr, twine still passes.
+    The sdist only (no compile), with the interpreter's setuptools and cffi
+    (ci/bootstrap.sh installs them), so this costs seconds."""
+    src = tmp_path / "tree"
+    shutil.copytree(ROOT, src, ignore=_copy_ignore, symlinks=True)
+    out = tmp_path / "dist"
+    env = _clean_env()
+    r = _run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--outdir", str(out),
+              str(src)], env=env)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "note: no project URLs in the metadata: no repository address" in r.stdout + r.stderr
+    (sdist,) = out.glob("*.tar.gz")
+    meta = _sdist_pkg_info(sdist)
+    assert meta.get_all("Project-URL") is None and meta["Name"] == "sdematrix"
+    r = _run([sys.executable, "-m", "twine", "check", "--strict", str(sdist)])
+    assert r.returncode == 0 and "PASSED" in r.stdout, r.stdout + r.stderr
+    unpacked = tmp_path / "unpacked"
+    with tarfile.open(sdist) as tf:
+        tf.extractall(unpacked, filter="data")
+    probe = (
+        "import sys; from build.util import project_wheel_metadata as m; "
+        "print(m(sys.argv[1], isolated=False).get_all('Project-URL'))"
+    )
+    r = _run([sys.executable, "-c", probe, str(unpacked / f"sdematrix-{_version_constant()}")],
+             env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == "None", r.stdout
 
 
 # ------------------------------------------------------- the round trip --
@@ -379,3 +530,13 @@ def test_sdist_round_trip(sdist_venv: Path, dists: Dists, tmp_path: Path) -> Non
     meta, _ = _wheel_metadata(dists.wheel)
     assert meta["Version"] == version
 
+
+@pytest.mark.slow
+def test_wheel_from_sdist_keeps_the_sdists_project_urls(sdist_venv: Path, tmp_path: Path) -> None:
+    """pip built the venv's wheel from the sdist without GITHUB_SERVER_URL,
+    GITHUB_REPOSITORY or a git checkout (_clean_env, a copy of the sdist): the
+    URLs it carries can only have come from the sdist's PKG-INFO."""
+    probe = "import importlib.metadata as m; print(m.metadata('sdematrix').get_all('Project-URL'))"
+    r = _in_venv(sdist_venv, str(sdist_venv / "bin" / "python"), "-c", probe, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert ast.literal_eval(r.stdout.strip()) == TEST_PROJECT_URLS
