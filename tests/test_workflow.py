@@ -378,6 +378,9 @@ def test_wheel_workflow_builds_wheels_from_the_sdist() -> None:
     assert wup["with"]["if-no-files-found"] == "error"
     checks = " ".join(s.get("run", "") for s in steps)
     assert "twine check --strict wheelhouse/*.whl" in checks and "auditwheel show" in checks
+    # project URLs: both the sdist and every wheel name the repository that built them
+    want = 'grep -Fx "Project-URL: Source, ${GITHUB_SERVER_URL}/${GITHUB_REPOSITORY}"'
+    assert want in runs and want in checks
 
 
 @pytest.mark.parametrize("job", ["sdist", "wheels"])
