@@ -70,7 +70,7 @@ RUN set -e; \
 # or docs does not rebuild it (src/sdematrix/sde_matrix.yaml is a symlink to
 # the top-level sde_matrix.yaml, hence that file too).  --no-build-isolation
 # uses the setuptools/cffi installed above (no index needed).
-COPY pyproject.toml setup.py README.md LICENSE MANIFEST.in sde_matrix.yaml /src/
+COPY pyproject.toml setup.py _project_urls.py README.md LICENSE MANIFEST.in sde_matrix.yaml /src/
 COPY native/ /src/native/
 COPY dispatch/ /src/dispatch/
 COPY src/ /src/src/
