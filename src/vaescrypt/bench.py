@@ -403,6 +403,13 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
         "rounds": opts.rounds,
     }
     per_round = opts.seconds / opts.rounds
+    if opts.python:
+        # The py and crypto columns time `lambda: <call>` in a loop: what an
+        # empty lambda costs in that loop is in both columns, not in the call.
+        loop = PyTimer(lambda: None, per_round / 6)
+        for _ in range(opts.rounds):
+            loop.round()
+        meta["py_loop_ns"] = loop.best * 1e9
     # lane-rounds/s per width: measured here and again in every round of
     # every point; the roof uses the best of the whole run.
     samples: dict[int, list[float]] = {}
@@ -570,6 +577,9 @@ def render_table(rows: Sequence[Row], meta: dict[str, Any]) -> str:
         lines.append("  ".join(c.rjust(w) if i >= 3 else c.ljust(w)
                                for i, (c, w) in enumerate(zip(line, widths))))
     lines += ["", *roof_legend(meta)]
+    if meta.get("py_loop_ns"):
+        lines.append(f"py, crypto = from Python, a lambda called in a loop: {meta['py_loop_ns']:.0f} ns "
+                     "per call of both is the loop's own (an empty lambda).")
     violations = roof_violations(rows)
     if violations:
         lines += ["", (f"!!! {len(violations)} measurement(s) above their roof: the roof "
