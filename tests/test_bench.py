@@ -185,6 +185,13 @@ def test_table_columns_legend_and_loud_violation() -> None:
     assert "!!! ROOF VIOLATED: gcm encrypt AES-256 16384 B: avx512 C" in bad
 
 
+def test_table_states_the_python_loop_cost() -> None:
+    rows = _roofed(c=0.5 * issue_roof_mbps(16e9, 256, "gcm", 16384))
+    assert "empty lambda" not in render_table(rows, _meta())  # --no-python: no such line
+    text = render_table(rows, {**_meta(), "py_loop_ns": 27.4})
+    assert "a lambda called in a loop: 27 ns per call of both is the loop's own" in text
+
+
 def test_main_reports_violations_on_stderr_and_json(monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     roof = issue_roof_mbps(16e9, 256, "gcm", 16384)

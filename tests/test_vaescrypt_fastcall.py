@@ -339,6 +339,57 @@ def test_fast_method_behaves_like_the_python_method() -> None:
         g.decrypt(n, b"short", None)
 
 
+def test_key_lookup_follows_getattr() -> None:
+    """C reads _ref straight from its __slots__ slot (offset cached per type
+    version): every call must still use the key getattr(owner, "_ref") gives,
+    however the class or the instance is changed, and what is not an owner
+    gets the Python method's error."""
+    n, d, a = bytes(12), b"payload", b"aad"
+    mine, other = vaescrypt.AESGCM(bytes(16)), vaescrypt.AESGCM(bytes(range(16)))
+    want_mine, want_other = mine.encrypt(n, d, a), other.encrypt(n, d, a)
+    assert want_mine != want_other
+    enc = vaescrypt.AESGCM.encrypt
+    h = enc.hits
+
+    class Sub(vaescrypt.AESGCM):
+        pass
+
+    s = Sub(bytes(16))
+    assert s.encrypt(n, d, a) == want_mine  # the slot, offset now cached for Sub
+    Sub._ref = property(lambda self: other._ref)  # type: ignore[assignment]
+    assert s.encrypt(n, d, a) == want_other  # the class changed: the property
+    del Sub._ref
+    assert s.encrypt(n, d, a) == want_mine
+
+    class Redirect(vaescrypt.AESGCM):
+        def __getattribute__(self, name: str) -> Any:
+            return other._ref if name == "_ref" else super().__getattribute__(name)
+
+    assert Redirect(bytes(16)).encrypt(n, d, a) == want_other
+    # The slot is a data descriptor: an instance __dict__ entry never shadows it.
+    mine.__dict__["_ref"] = other._ref
+    assert mine._ref is not other._ref
+    assert mine.encrypt(n, d, a) == want_mine == mine.encrypt(n, d, associated_data=a)
+    mine.__init__(bytes(range(16)))  # re-keyed: the slot's new value
+    assert mine.encrypt(n, d, a) == want_other
+    assert enc.hits == h + 6  # all of the above but the keyword call: C
+    # No key in the slot, or not an AESGCM at all: the Python method's error.
+    with pytest.raises(AttributeError):
+        vaescrypt.AESGCM.__new__(vaescrypt.AESGCM).encrypt(n, d, a)
+
+    class Foreign:  # the slot's descriptor on a class with another layout
+        __slots__ = ("x",)
+        _ref = vaescrypt.AESGCM.__dict__["_ref"]
+
+    f = Foreign()
+    f.x = mine._ref  # where AESGCM keeps _ref: must not be read as if it were
+    with pytest.raises(TypeError, match="doesn't apply to a 'Foreign' object"):
+        vaescrypt.AESGCM.encrypt(f, n, d, a)
+    assert enc.hits == h + 6
+    c = vaescrypt.AESCFB(bytes(16))
+    assert c.encrypt(bytes(16), d) == vaescrypt.AESCFB(bytes(16)).encrypt(bytes(16), d)
+
+
 def test_fast_method_constructor_checks() -> None:
     with pytest.raises(ValueError, match="unknown or unbound kind"):
         _fastcall.FastMethod("ctr_encrypt", lambda *a: None)

@@ -403,6 +403,13 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
         "rounds": opts.rounds,
     }
     per_round = opts.seconds / opts.rounds
+    # The py and crypto columns time `lambda: <call>` in a loop: what an empty
+    # lambda costs in that loop is in both columns, not in the call (best of
+    # rounds before and after the points: a noisy host makes it wander).
+    loop = PyTimer(lambda: None, per_round / 6) if opts.python else None
+    if loop is not None:
+        for _ in range(opts.rounds):
+            loop.round()
     # lane-rounds/s per width: measured here and again in every round of
     # every point; the roof uses the best of the whole run.
     samples: dict[int, list[float]] = {}
@@ -420,6 +427,10 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
                     rows += _measure_point(opts, lib, mode, direction, m, d, paths, chosen, path_id,
                                            bits, key, size, per_round, samples)
         meta.setdefault("keysetup", {})[bits] = _keysetup(opts, lib, key, bits, per_round)
+    if loop is not None:
+        for _ in range(opts.rounds):
+            loop.round()
+        meta["py_loop_ns"] = loop.best * 1e9
     apply_roofs(rows, {w: max(v) for w, v in samples.items()})
     meta["aes_issue_lane_rounds_per_s"] = {
         str(w): max(samples[w]) if w in samples else None for w in ISSUE_WIDTHS}
@@ -570,6 +581,9 @@ def render_table(rows: Sequence[Row], meta: dict[str, Any]) -> str:
         lines.append("  ".join(c.rjust(w) if i >= 3 else c.ljust(w)
                                for i, (c, w) in enumerate(zip(line, widths))))
     lines += ["", *roof_legend(meta)]
+    if meta.get("py_loop_ns"):
+        lines.append(f"py, crypto = from Python, a lambda called in a loop: {meta['py_loop_ns']:.0f} ns "
+                     "per call of both is the loop's own (an empty lambda).")
     violations = roof_violations(rows)
     if violations:
         lines += ["", (f"!!! {len(violations)} measurement(s) above their roof: the roof "

@@ -63,6 +63,9 @@ class AESCFB:
     bits of a final partial output byte are zero.
     """
 
+    # _ref in a slot: the C methods read it at a fixed offset (see AESGCM).
+    __slots__ = ("__dict__", "__weakref__", "_ref", "_segment_size")
+
     def __init__(
         self, key: bytes | bytearray | memoryview, segment_size: int = 128, impl: str | None = None
     ) -> None:
