@@ -74,7 +74,8 @@ static inline __attribute__((target(VC_TGT))) __m512i v_hxor(__m512i v)
 }
 
 /* 32 vector registers hold 8 keystream vectors beside the round keys: the
- * one-shot pass covers 512 bytes, as two hash groups of 4 (see gcm_oneshot). */
+ * one-shot pass covers 512 bytes as two hash groups of 4 (see gcm_oneshot;
+ * messages one group holds take a one-group instance). */
 #define VC_OS_V 8
 
 #include "vaes_common.h"

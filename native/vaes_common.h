@@ -700,10 +700,21 @@ static inline VC_FN int VC_NAME(tag_eq)(const uint8_t *full, const uint8_t *tag,
         b = _mm_aesenclast_si128(b, v_lo128(kl));                                                  \
     } while (0)
 
-static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key *g,
-                                         const uint8_t iv[12], const uint8_t *aad, size_t aad_len,
-                                         const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,
-                                         size_t tag_len, int enc)
+/* Whether AAD and data share group 0's power run (else the AAD is hashed
+ * alone first). */
+static inline VC_FN int VC_NAME(os_fits)(size_t aad_len, size_t len)
+{
+    return (aad_len + 15) / 16 + (len < VC_SHORT_BYTES ? (len + 15) / 16 : VC_SHORT_V * VC_L) +
+               1 <= VC_TABLE_POWERS;
+}
+
+/* The pass for up to ov vectors (a constant per instance, VC_SHORT_V or
+ * VC_OS_V): with ov = VC_SHORT_V the second group, the AAD-alone hash and
+ * the main loop fold away (its callers route those messages elsewhere). */
+static inline __attribute__((always_inline)) VC_FN int
+VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t iv[12],
+                      const uint8_t *aad, size_t aad_len, const uint8_t *in, uint8_t *out,
+                      size_t len, uint8_t *tag, size_t tag_len, int enc, const size_t ov)
 {
     const unsigned nr = k->rounds;
     const vc_v bs = v_bswap_mask();
@@ -721,13 +732,21 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
     uint8_t *op = out;
     size_t r = len, arun = aad_len;
     vc_v S = v_zero();
-    int have_s = 0, long_route = 0;
+    int have_s = 0;
 
-    if (len > VC_OS_BYTES) {
-        /* Long: AAD, then whole batches through the main loop. */
-        alignas(16) uint8_t X[16], ctr[16];
+    const int long_route = ov == VC_OS_V && len > VC_OS_BYTES;
+    if (ov == VC_OS_V && (long_route || !VC_NAME(os_fits)(aad_len, len))) {
+        /* The AAD alone first: a long message's, or one too long to share
+         * group 0's power run.  (One inlined copy of the AAD hash for both
+         * cases: a second one costs the short path registers and ~4 ns.) */
         if (aad_len)
             S = VC_NAME(ghash_s)(g, S, aad, aad_len);
+        have_s = 1;
+        arun = 0;
+    }
+    if (long_route) {
+        /* Long: whole batches through the main loop. */
+        alignas(16) uint8_t X[16], ctr[16];
         const size_t full = len - len % VC_BATCH;
         v_lane0_store(X, v_shuf8(S, bs));
         _mm_storeu_si128((__m128i *)(void *)ctr, v_lo128(v_shuf8(c, bs)));
@@ -735,17 +754,9 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
         S = v_shuf8(v_lane0_load(X), bs);
         c = v_add32(v_shuf8(v_bcast(ctr), bs), v_ctr_lanes());
         vc_secure_zero(X, sizeof X);
-        have_s = long_route = 1;
-        arun = 0;
         ip += full;
         op += full;
         r -= full;
-    } else if ((aad_len + 15) / 16 + (len < VC_SHORT_BYTES ? (len + 15) / 16 : VC_SHORT_V * VC_L) +
-                   1 > VC_TABLE_POWERS) {
-        /* AAD too long to share group 0's power run: hash it alone. */
-        S = VC_NAME(ghash_s)(g, S, aad, aad_len);
-        have_s = 1;
-        arun = 0;
     }
 
 #ifdef VC_GCM_FAULT
@@ -779,7 +790,7 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
     VC_UNROLL_SHORT
     for (size_t j = 0; j < VC_OS_V; j++) {
         x[j] = v_zero();
-        if (j < nv) {
+        if (j < ov && j < nv) {
             x[j] = v_shuf8(c, bs);
             c = v_add32(c, step);
             VC_AES_NOLAST(x[j]);
@@ -790,7 +801,7 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
     const uint8_t *kd1 = VC_ENTRY(g->table, (int)n1);
     VC_UNROLL_SHORT
     for (size_t j = 0; j < VC_OS_V; j++) {
-        if (j >= nv)
+        if (j >= ov || j >= nv)
             break;
         if (j == VC_SHORT_V) { /* group 1: S0 times K(n1), then its products */
             S = VC_NAME(finish)(&a);
@@ -832,7 +843,7 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
     } else if (v_tag_eq(full, tag, tag_len)) {
         VC_UNROLL_SHORT
         for (size_t j = 0; j < VC_OS_V; j++) {
-            if (j >= nv)
+            if (j >= ov || j >= nv)
                 break;
             const size_t off = j * VC_W, m = r - off < VC_W ? r - off : VC_W;
             if (m == VC_W)
@@ -847,6 +858,50 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
     vc_secure_zero(full, sizeof full);
     return st;
 }
+
+#if VC_OS_V > VC_SHORT_V
+/* A tier with two groups keeps a one-group instance for the messages one
+ * group holds (most short ones): the two-group code's extra live ranges
+ * and unrolled vectors cost a 16-64 byte message ~4 ns (Zen 4).  Both are
+ * out of line and the entry point only picks one (two tail calls): with an
+ * instance inlined into it, its prologue ran before the choice, for both. */
+static VC_NOINL int VC_NAME(gcm_oneshot_short)(const vc_aes_key *k, const vc_ghash_key *g,
+                                               const uint8_t iv[12], const uint8_t *aad,
+                                               size_t aad_len, const uint8_t *in, uint8_t *out,
+                                               size_t len, uint8_t *tag, size_t tag_len, int enc)
+{
+    return VC_NAME(oneshot_core)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc,
+                                 VC_SHORT_V);
+}
+
+static VC_NOINL int VC_NAME(gcm_oneshot_two)(const vc_aes_key *k, const vc_ghash_key *g,
+                                             const uint8_t iv[12], const uint8_t *aad,
+                                             size_t aad_len, const uint8_t *in, uint8_t *out,
+                                             size_t len, uint8_t *tag, size_t tag_len, int enc)
+{
+    return VC_NAME(oneshot_core)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc,
+                                 VC_OS_V);
+}
+
+static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key *g,
+                                         const uint8_t iv[12], const uint8_t *aad, size_t aad_len,
+                                         const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,
+                                         size_t tag_len, int enc)
+{
+    if (len <= VC_SHORT_BYTES && VC_NAME(os_fits)(aad_len, len))
+        return VC_NAME(gcm_oneshot_short)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc);
+    return VC_NAME(gcm_oneshot_two)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc);
+}
+#else
+static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key *g,
+                                         const uint8_t iv[12], const uint8_t *aad, size_t aad_len,
+                                         const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,
+                                         size_t tag_len, int enc)
+{
+    return VC_NAME(oneshot_core)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc,
+                                 VC_OS_V);
+}
+#endif
 
 /* ------------------------------------------------------------- CFB128 -- */
 
