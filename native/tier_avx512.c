@@ -54,14 +54,15 @@ typedef __m512i vc_v;
 #define v_load_part(p, n) _mm512_maskz_loadu_epi8(vc_bmask(n), (const void *)(p))
 #define v_store_part(p, v, n) _mm512_mask_storeu_epi8((void *)(p), vc_bmask(n), (v))
 #define v_keep(v, n) _mm512_maskz_mov_epi8(vc_bmask(n), (v))
-/* Tag check in registers: the masked load reads exactly n bytes; every
- * byte is compared and the result is one test of the whole mask (no early
- * exit, so the time does not depend on where a difference is). */
-#define v_tag_eq(full, tag, n)                                                                     \
-    (_mm_mask_cmpeq_epi8_mask((__mmask16)((1u << (n)) - 1),                                       \
-                              _mm_load_si128((const __m128i *)(const void *)(full)),              \
-                              _mm_maskz_loadu_epi8((__mmask16)((1u << (n)) - 1), (tag))) ==      \
-     (__mmask16)((1u << (n)) - 1))
+/* The tag in registers (see v_tag_eq in vaes_common.h): the masked load
+ * and store touch exactly n bytes; the compare checks every byte and tests
+ * the whole mask once (no early exit: the time does not depend on where a
+ * difference is). */
+#define vc_tmask(n) ((__mmask16)((1u << (n)) - 1))
+#define v_tag_store(tag, t, n) _mm_mask_storeu_epi8((void *)(tag), vc_tmask(n), (t))
+#define v_tag_eq(t, tag, n)                                                                        \
+    (_mm_mask_cmpeq_epi8_mask(vc_tmask(n), (t), _mm_maskz_loadu_epi8(vc_tmask(n), (tag))) ==       \
+     vc_tmask(n))
 /* [prev.lane3, cur.lane0, cur.lane1, cur.lane2]: VALIGNQ by 6 qwords */
 #define v_shift_in(cur, prev) _mm512_alignr_epi64((cur), (prev), 6)
 

@@ -636,16 +636,15 @@ static VC_FN void VC_NAME(gcm_dec)(const vc_aes_key *k, const vc_ghash_key *g, u
  * streaming path does, and zeroes all of out if it does not verify.
  */
 
-/* Constant-time tag check: 1 iff the n tag bytes at tag equal full's.  A
- * tier with byte-masked loads (AVX-512BW/VL) compares in registers: no
- * call, so the keystream kept for after the check is not spilled and
- * reloaded around one (every vector register is caller-saved), which
- * measured 20-30 % of a 16-256 byte decrypt on Zen 4.  The VEX tier calls
- * the library's byte loop: an inline loop there cost its encrypt path
- * ~9 % at 16 bytes (register allocation of the whole function). */
-#ifndef v_tag_eq
-#define v_tag_eq(full, tag, n) vc_ct_memeq((full), (tag), (n))
-#endif
+/* The tag, from the register that holds it (t): a tier with byte-masked
+ * loads and stores (AVX-512BW/VL) defines v_tag_store (writes the first n
+ * bytes) and v_tag_eq (constant-time compare with the n bytes at tag) and
+ * never calls out: a call clobbers every vector register, so the keystream
+ * kept for after the check would be spilled and reloaded around it (20-30 %
+ * of a 16-256 byte decrypt on Zen 4), and memcpy's call costs encryption
+ * too.  The VEX tier stores t to a local and uses memcpy / the library's
+ * byte loop: inline code there cost its encrypt path ~9 % at 16 bytes
+ * (register allocation of the whole function). */
 
 /* Every round but the last of one vector, keys from VC_KEYS_LOAD. */
 #define VC_AES_NOLAST(v)                                                                           \
@@ -828,29 +827,39 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     }
     S = VC_NAME(finish)(&a);
 
+    const __m128i t = _mm_xor_si128(ekj0, v_lo128(v_shuf8(S, bs))); /* the full tag */
+    int ok = 1;
+#ifdef v_tag_eq
+    if (enc)
+        v_tag_store(tag, t, tag_len);
+    else
+        ok = v_tag_eq(t, tag, tag_len);
+#else
     alignas(16) uint8_t full[16];
-    _mm_store_si128((__m128i *)(void *)full,
-                    _mm_xor_si128(ekj0, v_lo128(v_shuf8(S, bs))));
-    int st = VC_OK;
-    if (enc) {
+    _mm_store_si128((__m128i *)(void *)full, t);
+    if (enc)
         memcpy(tag, full, tag_len);
-    } else if (v_tag_eq(full, tag, tag_len)) {
-        VC_UNROLL_SHORT
-        for (size_t j = 0; j < VC_OS_V; j++) {
-            if (j >= ov || j >= nv)
-                break;
-            const size_t off = j * VC_W, m = r - off < VC_W ? r - off : VC_W;
-            if (m == VC_W)
-                v_storeu(op + off, v_aesenclast(x[j], v_xor(kl, v_loadu(ip + off))));
-            else
-                v_store_part(op + off, v_xor(v_aesenclast(x[j], kl), v_load_part(ip + off, m)), m);
-        }
-    } else {
-        vc_secure_zero(out, len); /* the main loop may have written plaintext */
-        st = VC_ERR_AUTH;
-    }
+    else
+        ok = vc_ct_memeq(full, tag, tag_len);
     vc_secure_zero(full, sizeof full);
-    return st;
+#endif
+    if (enc)
+        return VC_OK;
+    if (!ok) {
+        vc_secure_zero(out, len); /* the main loop may have written plaintext */
+        return VC_ERR_AUTH;
+    }
+    VC_UNROLL_SHORT
+    for (size_t j = 0; j < VC_OS_V; j++) {
+        if (j >= ov || j >= nv)
+            break;
+        const size_t off = j * VC_W, m = r - off < VC_W ? r - off : VC_W;
+        if (m == VC_W)
+            v_storeu(op + off, v_aesenclast(x[j], v_xor(kl, v_loadu(ip + off))));
+        else
+            v_store_part(op + off, v_xor(v_aesenclast(x[j], kl), v_load_part(ip + off, m)), m);
+    }
+    return VC_OK;
 }
 
 #if VC_OS_V > VC_SHORT_V
