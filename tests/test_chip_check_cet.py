@@ -13,7 +13,6 @@ requires every cell to pass with ENDBR64 among the instructions it judged.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 from collections.abc import Iterator
@@ -21,8 +20,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _by_path import buildinfo
 from doubles.sdematrix_cli import (
-    ROOT,
     SHIPPED_MATRIX,
     cli_env,
     ptrace_skip_reason,
@@ -44,14 +43,6 @@ CPUS = ["hsw", "snb", "icl", "p4p"]
 ENTRY_POINTS = ("vc_tier_get", "vc_cfb_key_new")
 
 
-def _buildinfo() -> ModuleType:
-    """src/vaescrypt/_buildinfo.py by file path (standard library only)."""
-    path = ROOT / "src" / "vaescrypt" / "_buildinfo.py"
-    spec = importlib.util.spec_from_file_location("_vc_buildinfo_for_cet", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _compiler_takes(bi: ModuleType, flags: list[str]) -> str | None:
@@ -68,7 +59,7 @@ def _compiler_takes(bi: ModuleType, flags: list[str]) -> str | None:
 
 @pytest.fixture(scope="session")
 def cet_probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    bi = _buildinfo()
+    bi = buildinfo()
     if not bi.have_compiler() or not bi.probe_sources():
         pytest.skip(f"no C compiler ({bi.compiler()[0]}) or no probe sources on this host")
     why = _compiler_takes(bi, CET_FLAGS)

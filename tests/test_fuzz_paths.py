@@ -15,7 +15,6 @@ ci/bootstrap.sh); without it the test fails and says so.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from _by_path import load_by_path
 
 import vaescrypt
 
@@ -34,11 +34,7 @@ pytestmark = pytest.mark.xdist_group("fuzz")
 
 
 def _build_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_vc_build_fuzzer", FUZZ_DIR / "build_fuzzer.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_by_path("_vc_build_fuzzer", FUZZ_DIR / "build_fuzzer.py")
 
 
 def _seconds() -> int:

@@ -10,17 +10,15 @@ matters: the signatures are scoped to the image ``vc-probe*``).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from _by_path import buildinfo
 from doubles.sdematrix_cli import (
-    ROOT,
     SHIPPED_MATRIX,
     JunitCase,
     cli_env,
@@ -42,21 +40,12 @@ XCR0_MODEL = "spr_os_ymm"
 ProbeFactory = Callable[[str | None], Path]
 
 
-def _buildinfo() -> ModuleType:
-    """src/vaescrypt/_buildinfo.py by file path (standard library only; importing
-    the vaescrypt package would load its compiled extension)."""
-    path = ROOT / "src" / "vaescrypt" / "_buildinfo.py"
-    spec = importlib.util.spec_from_file_location("_vc_buildinfo_for_mutation", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 @pytest.fixture(scope="session")
 def probe_variant(tmp_path_factory: pytest.TempPathFactory) -> ProbeFactory:
     """fault name (e.g. "CFB8_VAES") or None -> a vc-probe built with it."""
-    bi = _buildinfo()
+    bi = buildinfo()
     if not bi.have_compiler() or not bi.probe_sources():
         pytest.skip("no C compiler or no probe sources")
     built: dict[str, Path] = {}

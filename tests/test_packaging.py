@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ast
 import email
-import importlib.util
 import json
 import os
 import re
@@ -45,6 +44,7 @@ from typing import Any
 
 import pytest
 import yaml
+from _by_path import load_by_path
 from doubles.sdematrix_cli import ROOT, SHIPPED_MATRIX, ptrace_skip_reason, run_cli
 
 VERSION_FILE = ROOT / "src" / "sdematrix" / "_version.py"
@@ -323,12 +323,7 @@ def test_auditwheel_names_a_manylinux_tag(dists: Dists) -> None:
 
 def _project_urls_module() -> Any:
     """_project_urls.py, loaded by path as setup.py loads it (not a package module)."""
-    path = ROOT / "_project_urls.py"
-    spec = importlib.util.spec_from_file_location("_sdematrix_project_urls", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_by_path("_sdematrix_project_urls", ROOT / "_project_urls.py")
 
 
 @pytest.mark.parametrize(

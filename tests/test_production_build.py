@@ -22,20 +22,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from _by_path import buildinfo
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _buildinfo() -> ModuleType:
-    path = ROOT / "src" / "vaescrypt" / "_buildinfo.py"
-    spec = importlib.util.spec_from_file_location("_vc_buildinfo_for_production", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _nm(path: Path, *args: str) -> list[str]:
@@ -108,7 +101,7 @@ def test_shipped_probe_is_not_a_fault_build() -> None:
 
 
 def test_production_sources_and_flags() -> None:
-    bi = _buildinfo()
+    bi = buildinfo()
     lib_srcs = bi.library_sources(ROOT)
     assert ROOT / "native" / "fault_marker.c" in lib_srcs
     assert not [s for s in lib_srcs if "bench" in s.relative_to(ROOT).parts or "bench" in s.name]
@@ -123,7 +116,7 @@ def test_production_sources_and_flags() -> None:
 def test_fault_marker_appears_exactly_in_fault_builds(fault: str | None,
                                                       tmp_path: Path) -> None:
     """native/fault_marker.c compiled like the mutation tests compile it."""
-    bi = _buildinfo()
+    bi = buildinfo()
     if not bi.have_compiler():
         pytest.fail("no C compiler: the production build check needs one (ci/bootstrap.sh)")
     defines = [f"-DVC_FAULT_{fault}"] if fault else []

@@ -14,13 +14,12 @@ ECX[25] alone would run them.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from doubles.sdematrix_cli import ROOT, SHIPPED_MATRIX, ptrace_skip_reason
+from _by_path import buildinfo
+from doubles.sdematrix_cli import SHIPPED_MATRIX, ptrace_skip_reason
 
 from sdematrix import explain as ex
 from sdematrix.backends.registry import BackendSelector
@@ -35,13 +34,6 @@ TRAPS = ["kvm64_aes", "knl", "spr_novpclmul", "spr_xcr0_ymm", "spr_xcr0_sse", "g
          "adl_avx512"]  # fmt: skip
 
 
-def _buildinfo() -> ModuleType:
-    path = ROOT / "src" / "vaescrypt" / "_buildinfo.py"
-    spec = importlib.util.spec_from_file_location("_vc_buildinfo_for_traps", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_every_trap_model_names_its_source_and_why() -> None:
@@ -79,7 +71,7 @@ def test_trap_facts_the_policy_sees() -> None:
 
 @pytest.fixture(scope="module")
 def trap_probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    bi = _buildinfo()
+    bi = buildinfo()
     if not bi.have_compiler() or not bi.probe_sources():
         pytest.skip("no C compiler or no probe sources")
     work = tmp_path_factory.mktemp("trap-probe")
