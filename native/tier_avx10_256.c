@@ -38,15 +38,9 @@
 #define v_load_part(p, n) _mm256_maskz_loadu_epi8(vc_bmask(n), (const void *)(p))
 #define v_store_part(p, v, n) _mm256_mask_storeu_epi8((void *)(p), vc_bmask(n), (v))
 #define v_keep(v, n) _mm256_maskz_mov_epi8(vc_bmask(n), (v))
-/* The tag in registers (see v_tag_eq in vaes_common.h): the masked load
- * and store touch exactly n bytes; the compare checks every byte and tests
- * the whole mask once (no early exit: the time does not depend on where a
- * difference is). */
-#define vc_tmask(n) ((__mmask16)((1u << (n)) - 1))
-#define v_tag_store(tag, t, n) _mm_mask_storeu_epi8((void *)(tag), vc_tmask(n), (t))
-#define v_tag_eq(t, tag, n)                                                                        \
-    (_mm_mask_cmpeq_epi8_mask(vc_tmask(n), (t), _mm_maskz_loadu_epi8(vc_tmask(n), (tag))) ==       \
-     vc_tmask(n))
+/* Byte-masked xmm loads, stores and compares (AVX-512BW/VL): the tag is
+ * written and checked from its register (see VC_TAG_IN_REGS). */
+#define VC_TAG_IN_REGS 1
 /* [prev.lane1, cur.lane0]: VALIGNQ by 2 qwords */
 #define v_shift_in(cur, prev) _mm256_alignr_epi64((cur), (prev), 2)
 

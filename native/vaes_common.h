@@ -636,16 +636,6 @@ static VC_FN void VC_NAME(gcm_dec)(const vc_aes_key *k, const vc_ghash_key *g, u
  * streaming path does, and zeroes all of out if it does not verify.
  */
 
-/* The tag, from the register that holds it (t): a tier with byte-masked
- * loads and stores (AVX-512BW/VL) defines v_tag_store (writes the first n
- * bytes) and v_tag_eq (constant-time compare with the n bytes at tag) and
- * never calls out: a call clobbers every vector register, so the keystream
- * kept for after the check would be spilled and reloaded around it (20-30 %
- * of a 16-256 byte decrypt on Zen 4), and memcpy's call costs encryption
- * too.  The VEX tier stores t to a local and uses memcpy / the library's
- * byte loop: inline code there cost its encrypt path ~9 % at 16 bytes
- * (register allocation of the whole function). */
-
 /* Every round but the last of one vector, keys from VC_KEYS_LOAD. */
 #define VC_AES_NOLAST(v)                                                                           \
     do {                                                                                           \
@@ -692,6 +682,44 @@ static VC_FN void VC_NAME(gcm_dec)(const vc_aes_key *k, const vc_ghash_key *g, u
         b = _mm_aesenc_si128(b, v_lo128(m8));                                                      \
         b = _mm_aesenclast_si128(b, v_lo128(kl));                                                  \
     } while (0)
+
+/* The tag t (an xmm register) to the caller: v_tag_store writes its first n
+ * bytes to tag, v_tag_eq compares them with the n bytes at tag in constant
+ * time (1 iff equal).  A tier with byte-masked xmm operations
+ * (VC_TAG_IN_REGS: AVX-512BW/VL) does both in registers: the masked load
+ * and store touch exactly n bytes, and the compare checks every byte and
+ * tests the whole mask once (no early exit).  No call either: a call
+ * clobbers every vector register, so decryption's keystream, kept across
+ * the check, would be spilled and reloaded around it (20-30 % of a 16-256
+ * byte decrypt on Zen 4), and memcpy's call costs encryption too.  The VEX
+ * tier goes through a stack copy, memcpy and the library's byte loop: inline
+ * code there cost its encrypt path ~9 % at 16 bytes (register allocation of
+ * the whole function). */
+#ifdef VC_TAG_IN_REGS
+#define vc_tmask(n) ((__mmask16)((1u << (n)) - 1))
+#define v_tag_store(tag, t, n) _mm_mask_storeu_epi8((void *)(tag), vc_tmask(n), (t))
+#define v_tag_eq(t, tag, n)                                                                        \
+    (_mm_mask_cmpeq_epi8_mask(vc_tmask(n), (t), _mm_maskz_loadu_epi8(vc_tmask(n), (tag))) ==       \
+     vc_tmask(n))
+#else
+static inline VC_FN void VC_NAME(tag_store)(uint8_t *tag, __m128i t, size_t n)
+{
+    alignas(16) uint8_t full[16];
+    _mm_store_si128((__m128i *)(void *)full, t);
+    memcpy(tag, full, n);
+    vc_secure_zero(full, sizeof full);
+}
+static inline VC_FN int VC_NAME(tag_eq)(__m128i t, const uint8_t *tag, size_t n)
+{
+    alignas(16) uint8_t full[16];
+    _mm_store_si128((__m128i *)(void *)full, t);
+    const int ok = vc_ct_memeq(full, tag, n);
+    vc_secure_zero(full, sizeof full);
+    return ok;
+}
+#define v_tag_store(tag, t, n) VC_NAME(tag_store)((tag), (t), (n))
+#define v_tag_eq(t, tag, n) VC_NAME(tag_eq)((t), (tag), (n))
+#endif
 
 /* Whether AAD and data share group 0's power run (else the AAD is hashed
  * alone first). */
@@ -828,24 +856,11 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     S = VC_NAME(finish)(&a);
 
     const __m128i t = _mm_xor_si128(ekj0, v_lo128(v_shuf8(S, bs))); /* the full tag */
-    int ok = 1;
-#ifdef v_tag_eq
-    if (enc)
+    if (enc) {
         v_tag_store(tag, t, tag_len);
-    else
-        ok = v_tag_eq(t, tag, tag_len);
-#else
-    alignas(16) uint8_t full[16];
-    _mm_store_si128((__m128i *)(void *)full, t);
-    if (enc)
-        memcpy(tag, full, tag_len);
-    else
-        ok = vc_ct_memeq(full, tag, tag_len);
-    vc_secure_zero(full, sizeof full);
-#endif
-    if (enc)
         return VC_OK;
-    if (!ok) {
+    }
+    if (!v_tag_eq(t, tag, tag_len)) {
         vc_secure_zero(out, len); /* the main loop may have written plaintext */
         return VC_ERR_AUTH;
     }
@@ -862,29 +877,25 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     return VC_OK;
 }
 
+/* An out-of-line instance of the pass for up to ov vectors. */
+#define VC_ONESHOT_INSTANCE(name, ov)                                                              \
+    static VC_NOINL int VC_NAME(name)(const vc_aes_key *k, const vc_ghash_key *g,                  \
+                                      const uint8_t iv[12], const uint8_t *aad, size_t aad_len,    \
+                                      const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,   \
+                                      size_t tag_len, int enc)                                     \
+    {                                                                                              \
+        return VC_NAME(oneshot_core)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc,      \
+                                     (ov));                                                        \
+    }
+
 #if VC_OS_V > VC_SHORT_V
 /* A tier with two groups keeps a one-group instance for the messages one
  * group holds (most short ones): the two-group code's extra live ranges
  * and unrolled vectors cost a 16-64 byte message ~4 ns (Zen 4).  Both are
  * out of line and the entry point only picks one (two tail calls): with an
  * instance inlined into it, its prologue ran before the choice, for both. */
-static VC_NOINL int VC_NAME(gcm_oneshot_short)(const vc_aes_key *k, const vc_ghash_key *g,
-                                               const uint8_t iv[12], const uint8_t *aad,
-                                               size_t aad_len, const uint8_t *in, uint8_t *out,
-                                               size_t len, uint8_t *tag, size_t tag_len, int enc)
-{
-    return VC_NAME(oneshot_core)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc,
-                                 VC_SHORT_V);
-}
-
-static VC_NOINL int VC_NAME(gcm_oneshot_two)(const vc_aes_key *k, const vc_ghash_key *g,
-                                             const uint8_t iv[12], const uint8_t *aad,
-                                             size_t aad_len, const uint8_t *in, uint8_t *out,
-                                             size_t len, uint8_t *tag, size_t tag_len, int enc)
-{
-    return VC_NAME(oneshot_core)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc,
-                                 VC_OS_V);
-}
+VC_ONESHOT_INSTANCE(gcm_oneshot_short, VC_SHORT_V)
+VC_ONESHOT_INSTANCE(gcm_oneshot_two, VC_OS_V)
 
 static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key *g,
                                          const uint8_t iv[12], const uint8_t *aad, size_t aad_len,
@@ -896,14 +907,7 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
     return VC_NAME(gcm_oneshot_two)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc);
 }
 #else
-static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key *g,
-                                         const uint8_t iv[12], const uint8_t *aad, size_t aad_len,
-                                         const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,
-                                         size_t tag_len, int enc)
-{
-    return VC_NAME(oneshot_core)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc,
-                                 VC_OS_V);
-}
+VC_ONESHOT_INSTANCE(gcm_oneshot, VC_OS_V)
 #endif
 
 /* ------------------------------------------------------------- CFB128 -- */
