@@ -77,20 +77,16 @@ class BuildNative(build_ext):
         lib_srcs, bench_srcs = bi.library_sources(ROOT), bi.bench_sources(ROOT)
         objs = bi.compile_objects(lib_srcs, work / "lib", root=ROOT)
         bench_objs = bi.compile_objects(bench_srcs, work / "bench", root=ROOT)
-        # cffi extension -> (its objects, the sources they come from)
-        linked = {
-            "vaescrypt._native": (objs, lib_srcs),
-            "vaescrypt._bench": ([*objs, *bench_objs], [*lib_srcs, *bench_srcs]),
-        }
+        # cffi extension -> its objects
+        linked = {"vaescrypt._native": objs, "vaescrypt._bench": [*objs, *bench_objs]}
         for ext in self.extensions:
             if ext.name in linked:
-                ext_objs, ext_srcs = linked[ext.name]
-                ext.extra_objects = [str(o) for o in ext_objs]
+                ext.extra_objects = [str(o) for o in linked[ext.name]]
                 ext.extra_link_args = [*ext.extra_link_args, *bi.link_flags()]
-                # The objects too: a header-only change (native/vaes_common.h)
-                # recompiles them, and the link must follow.
-                ext.depends = [*ext.depends, *(str(s) for s in ext_srcs),
-                               *(str(o) for o in ext_objs)]
+                # The link depends on the objects, which compile_objects
+                # rebuilds on every run: any change, a header-only one
+                # (native/vaes_common.h) included, is linked in.
+                ext.depends = [*ext.depends, *ext.extra_objects]
         super().run()
 
         if self.inplace:
