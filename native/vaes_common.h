@@ -783,8 +783,6 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
 #ifdef VC_GCM_FAULT
     if (!long_route) /* once per message: a long one ran it in gcm_crypt */
         VC_GCM_FAULT();
-#else
-    (void)long_route;
 #endif
     VC_KEYS_LOAD(k);
     __m128i ekj0 = j0;
