@@ -79,6 +79,9 @@ def summary_line(o: ExecOutcome) -> str:
     line = (f"{o.model:<8} {o.status.upper():<5} exit {r.exit_code}  {chip} "
             f"({distinct} distinct instructions, {r.meta.get('traps', 0)} traps, "
             f"{r.duration_s:.1f} s)  region {r.region}")  # fmt: skip
+    if r.mix is not None and r.mix.legacy_forms:
+        kinds = ", ".join(f"{k} {n}" for k, n in r.mix.legacy_forms.most_common())
+        line += f"\n    legacy_forms {r.mix.legacy_total}: {kinds}"
     if o.status != "pass":
         line += "\n" + "\n".join(f"    - {x}" for x in o.reasons[:20])
     return line
@@ -116,6 +119,9 @@ def junit_string(outcomes: list[ExecOutcome], argv: list[str]) -> str:
                     v = " ".join(str(x) for x in v)
                 ET.SubElement(props, "property", {"name": f"coverage.{k}", "value": str(v)})
             ET.SubElement(props, "property", {"name": "exit_code", "value": str(o.result.exit_code)})
+            mix = o.result.mix
+            ET.SubElement(props, "property", {"name": "legacy_forms",
+                          "value": str(mix.legacy_total if mix else 0)})  # fmt: skip
             case_el.insert(0, props)
         for k in totals:
             totals[k] += int(el.get(k, "0"))

@@ -315,9 +315,14 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
     stepping = [r for r in plan.regions if r.kind != "whole"]
     if stepping:
         res.mix = mix_from_executed(
-            "ptrace", (Executed(a, c, n, locate_in(s)) for s, a, n, c in traced.insns)
+            "ptrace",
+            (Executed(a, c, n, locate_in(s)) for s, a, n, c in traced.insns),
+            model=model,
         )
         res.region = ",".join(str(r) for r in stepping)
+        # legacy forms (TZCNT run as BSF) anywhere in the process, not only
+        # in the regions: the whole-run check passed them, the reader sees it
+        res.mix.legacy_forms = whole.legacy_forms.copy()
     else:
         res.mix = whole
         res.region = "whole"
