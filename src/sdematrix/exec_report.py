@@ -70,15 +70,23 @@ def judge_exec(
     return out
 
 
+def _host_lacks_line(r: ExecResult | None) -> str:
+    lacks = r.meta.get("host_lacks") if r is not None else None
+    if not lacks:
+        return ""
+    return f"\n    host cannot execute (model advertises it): {', '.join(lacks)}"
+
+
 def summary_line(o: ExecOutcome) -> str:
     r = o.result
     if r is None or r.error:
-        return f"{o.model:<8} {o.status.upper():<5} {o.message}"
+        return f"{o.model:<8} {o.status.upper():<5} {o.message}" + _host_lacks_line(r)
     distinct = r.meta.get("distinct_instructions", 0)
     chip = "chip check clean" if not r.violations else f"chip check: {len(r.violations)} violations"
     line = (f"{o.model:<8} {o.status.upper():<5} exit {r.exit_code}  {chip} "
             f"({distinct} distinct instructions, {r.meta.get('traps', 0)} traps, "
             f"{r.duration_s:.1f} s)  region {r.region}")  # fmt: skip
+    line += _host_lacks_line(r)
     if r.mix is not None and r.mix.legacy_forms:
         kinds = ", ".join(f"{k} {n}" for k, n in r.mix.legacy_forms.most_common())
         line += f"\n    legacy_forms {r.mix.legacy_total}: {kinds}"

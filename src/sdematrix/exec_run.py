@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,7 @@ from .backends.ptrace import TracerOutput, parse_tracer_output, tracer_path
 from .backends.ptrace_profile import Site, image_sites, program_images, write_profile
 from .errors import SdeMatrixError
 from .exec_check import whole_checked_mix
+from .host_isa import host_lacks, sigill_reason
 from .insn_bounds import bounds_file, fde_ranges
 from .mix import Mix
 from .mix_build import Executed, mix_from_executed
@@ -349,7 +351,18 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
         "region": res.region,
         "duration_s": round(res.duration_s, 3),
     }
+    lacks = host_lacks(model)
+    if lacks:
+        res.meta["host_lacks"] = lacks
     res.mix.meta.update(res.meta)
+    if traced.exit_kind == "signal" and traced.exit_value == signal.SIGILL and traced.sigill:
+        # a SIGILL on an instruction the model advertises but this host lacks
+        # is the host's limit, not the program's: the model's cell is an error
+        space, addr, code = traced.sigill
+        loc = locate_in(space)(addr)
+        why = sigill_reason(model, code, f"{loc.function} in {loc.image} at {addr:#x}")
+        if why is not None:
+            res.error = why
     return res
 
 

@@ -57,7 +57,8 @@
  * An executable file mapping that is neither a listed image nor holds a site
  * is reported as `unscanned PATH` in the output: its CPUID / XGETBV outside a
  * region are not intercepted in bp mode (XGETBV in no mode).
- * Output file: see write_output().
+ * Output file: see write_output() (`sigill SPACE ADDR BYTES`: the last SIGILL
+ * delivered, at the faulting instruction).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -180,6 +181,16 @@ static uint64_t n_cpuid, n_xgetbv, n_steps, n_regions, n_inject_ok, n_inject_fai
 static uint64_t n_threads_stepped, n_cpuid_stepped, n_xgetbv_stepped;
 static long last_inject_rc;
 static bool truncated;
+/* The last SIGILL delivered to the program: where, and the instruction's
+ * bytes (the original ones, not our int3s).  sdematrix tells a model whose
+ * CPUID advertises something the host cannot execute from a program bug. */
+static struct {
+    bool have;
+    int space;
+    uint64_t addr;
+    uint8_t bytes[15];
+    uint8_t len;
+} last_sigill;
 
 static void die(const char *fmt, ...)
 {
@@ -1152,6 +1163,12 @@ static void write_output(const char *path, int exit_kind, int exit_val)
     }
     free(list);
     whole_write(f);
+    if (last_sigill.have) {
+        fprintf(f, "sigill %d %" PRIx64 " ", last_sigill.space, last_sigill.addr);
+        for (size_t k = 0; k < last_sigill.len; k++)
+            fprintf(f, "%02x", last_sigill.bytes[k]);
+        fputc('\n', f);
+    }
     fprintf(f, "exit %s %d\n", exit_kind == 0 ? "code" : "signal", exit_val);
     fprintf(f, "end\n");
     if (fclose(f))
@@ -1480,6 +1497,15 @@ int main(int argc, char **argv)
             get_regs(pid, &r);
             fprintf(stderr, "vc-tracer: tid %d signal %d code %d at rip %llx (stepping %d)\n",
                     (int)pid, sig, si.si_code, r.rip, t->stepping);
+        }
+        if (sig == SIGILL && t->sp) {
+            get_regs(pid, &r);
+            const struct rec *code = rec_at(t, r.rip);
+            last_sigill.have = true;
+            last_sigill.space = t->sp->id;
+            last_sigill.addr = r.rip;
+            last_sigill.len = code->len;
+            memcpy(last_sigill.bytes, code->bytes, code->len);
         }
         resume(t, sig); /* any other signal: deliver it */
     }
