@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from sdematrix.backends.ptrace import PtraceBackend
+from sdematrix.backends.ptrace import PtraceBackend, parse_tracer_output
 from sdematrix.backends.qemu import mix_from_plugin
 from sdematrix.decode import LEGACY_FORMS, as_executed, chip_check, decode, legacy_form
 from sdematrix.exec_check import whole_checked_mix
 from sdematrix.matrix_file import load_matrix
 from sdematrix.mix import Mix
-from sdematrix.mix_build import Executed, checked_mix
+from sdematrix.mix_build import Executed, checked_mix, zero_source_violations
 from sdematrix.qemu_plugin import PluginOutput
 from sdematrix.symbols import Location, Mapping
 
@@ -274,3 +274,70 @@ def test_exec_awk_printf_passes_on_nhm() -> None:
     assert p.stdout == "123456789.123000\n"
     assert "nhm      PASS" in p.stderr and "chip check clean" in p.stderr
     assert "TZCNT as BSF" in p.stderr
+
+
+# ---- TZCNT of zero: the tracer reads the source where it stops at a TZCNT ------------
+
+
+def test_zero_source_is_a_violation_only_where_tzcnt_is_bsf() -> None:
+    out = parse_tracer_output(
+        "vc-tracer-output 1\ntzcnt_zero 0 1000 3\ntzcnt_zero 0 1008 1\nexit code 0\nend\n"
+    )
+    assert out.tzcnt_zero == [(0, 0x1000, 3), (0, 0x1008, 1)]
+    codes = {(0, 0x1000): TZCNT, (0, 0x1008): LZCNT}
+
+    def viol(model: str) -> list[str]:
+        vs = zero_source_violations(out.tzcnt_zero, lambda s, a: codes.get((s, a)),
+                                    lambda _s: _loc, MODELS[model])  # fmt: skip
+        return [v.reason for v in vs]
+
+    want = "TZCNT of zero executes as BSF on nhm: result differs (3 executions with a zero "
+    assert viol("nhm") == [want + "source seen)"]
+    assert viol("hsw") == []  # a real TZCNT: zero is fine (returns 64)
+
+
+_TZ0 = r"""
+#include <stdio.h>
+#include <stdlib.h>
+static volatile unsigned long mem_src;
+__attribute__((noinline)) unsigned long tz_reg(unsigned long x) {
+    unsigned long r = 77;
+    __asm__ volatile("tzcnt %1, %0" : "+r"(r) : "r"(x) : "cc");
+    return r;
+}
+__attribute__((noinline)) unsigned long tz_mem(void) {
+    unsigned long r = 77;
+    __asm__ volatile("tzcnt %1, %0" : "+r"(r) : "m"(mem_src) : "cc");  /* RIP-relative */
+    return r;
+}
+int main(int argc, char **argv) {
+    unsigned long x = strtoul(argv[1], 0, 0);
+    mem_src = strtoul(argv[2], 0, 0);
+    printf("%lu %lu\n", tz_reg(x), tz_mem());
+    return 0;
+}
+"""
+
+
+@needs_ptrace
+@needs_gcc
+@pytest.mark.parametrize("region", ["whole", "function:main"])
+def test_exec_sees_a_zero_tzcnt_source_on_nhm(tmp_path: Path, region: str) -> None:
+    """First-visit (whole) and stepped (function region) alike: a register and
+    a RIP-relative memory source of zero are violations on nhm, non-zero ones
+    pass, and on hsw (BMI1) zero is TZCNT's own business."""
+    src = tmp_path / "tz0.c"
+    src.write_text(_TZ0)
+    exe = tmp_path / "tz0"
+    subprocess.run(["gcc", "-O2", str(src), "-o", str(exe)], check=True)
+    ok = _sdematrix("exec", "--cpu", "nhm", "--region", region, "--", str(exe), "8", "8")
+    assert ok.returncode == 0, ok.stderr
+    assert "TZCNT as BSF 2" in ok.stderr
+    for args, fn in ((("0", "8"), "tz_reg"), (("8", "0"), "tz_mem")):
+        p = _sdematrix("exec", "--cpu", "nhm,hsw", "--region", region, "--", str(exe), *args)
+        assert p.returncode == 1, p.stderr
+        assert "nhm      FAIL" in p.stderr and "hsw      PASS" in p.stderr
+        lines = [x for x in p.stderr.splitlines() if "TZCNT of zero" in x]
+        assert len(lines) == 1, p.stderr
+        assert f"TZCNT {fn} in tz0" in lines[0]
+        assert "TZCNT of zero executes as BSF on nhm: result differs (1 execution" in lines[0]

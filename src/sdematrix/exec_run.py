@@ -52,7 +52,7 @@ from .exec_check import whole_checked_mix
 from .host_isa import host_lacks, sigill_reason
 from .insn_bounds import bounds_file, fde_ranges
 from .mix import Mix
-from .mix_build import Executed, mix_from_executed
+from .mix_build import Executed, mix_from_executed, zero_source_violations
 from .models import CpuModel
 from .symbols import Location, Symbolizer, load_image
 
@@ -313,6 +313,10 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
     recorded += [(s, a, c, n) for s, a, n, c in traced.insns]
     whole, res.violations = whole_checked_mix(
         "ptrace", recorded, locate_in, model, isa_in_reason=True
+    )
+    codes = {(s, a): c for s, a, c, _n in recorded}
+    res.violations += zero_source_violations(
+        traced.tzcnt_zero, lambda s, a: codes.get((s, a)), locate_in, model
     )
     stepping = [r for r in plan.regions if r.kind != "whole"]
     if stepping:

@@ -32,7 +32,13 @@ from .mix import Mix
 from .models import CpuModel
 from .symbols import Location
 
-__all__ = ["MAX_VIOLATIONS", "Executed", "checked_mix", "mix_from_executed"]
+__all__ = [
+    "MAX_VIOLATIONS",
+    "Executed",
+    "checked_mix",
+    "mix_from_executed",
+    "zero_source_violations",
+]
 
 # Violations kept per run: one per offending address, and a run that breaks
 # the model everywhere needs no more than this many lines to say so.
@@ -122,3 +128,39 @@ def checked_mix(
             )
 
     return mix_from_executed(source, executed, check, model), violations
+
+
+def zero_source_violations(
+    zeros: Iterable[tuple[int, int, int]],
+    code_at: Callable[[int, int], bytes | None],
+    locate_in: Callable[[int], Locate],
+    model: CpuModel | None,
+) -> list[Violation]:
+    """The tracer's ``tzcnt_zero`` records (space, address, executions with a
+    zero source) as violations on a model that executes TZCNT as BSF (no
+    BMI1, :data:`sdematrix.decode.LEGACY_FORMS`): there the result differs.
+    `code_at(space, address)` gives the recorded bytes."""
+    out: list[Violation] = []
+    if model is None:
+        return out
+    for space, addr, n in zeros:
+        code = code_at(space, addr)
+        if not code:
+            continue
+        insn = decode(code, addr)
+        lf = legacy_form(insn, model)
+        if lf is None or lf.new != "TZCNT":
+            continue
+        loc = locate_in(space)(addr)
+        out.append(
+            Violation(
+                reason=f"TZCNT of zero executes as BSF on {model.name}: result differs "
+                f"({n} execution{'s' if n != 1 else ''} with a zero source seen)",
+                address=addr,
+                function=loc.function,
+                image=loc.image,
+                mnemonic=insn.mnemonic,
+                bytes_hex=code[: insn.length].hex(),
+            )
+        )
+    return out

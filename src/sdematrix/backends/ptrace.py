@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..mix import Mix
-from ..mix_build import Executed, checked_mix
+from ..mix_build import Executed, checked_mix, zero_source_violations
 from ..models import Cell, CpuModel
 from ..symbols import Symbolizer
 from .base import ProbeCommand, RunResult, Violation
@@ -234,6 +234,8 @@ class TracerOutput:
     exit_kind: str | None = None  # "code" | "signal"
     exit_value: int | None = None
     complete: bool = False
+    # TZCNTs the tracer saw run with a zero source: (space, address, executions)
+    tzcnt_zero: list[tuple[int, int, int]] = field(default_factory=list)
     # the last SIGILL delivered to the program: (space, address, bytes)
     sigill: tuple[int, int, bytes] | None = None
 
@@ -277,6 +279,8 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 out.whole[key[len("whole_") :]] = int(parts[1])
             elif key == "whole_nobounds":
                 out.nobounds.append(lines[i - 1].split(" ", 1)[1])
+            elif key == "tzcnt_zero":
+                out.tzcnt_zero.append((int(parts[1]), int(parts[2], 16), int(parts[3])))
             elif key == "sigill":
                 code = bytes.fromhex(parts[3]) if len(parts) > 3 else b""
                 out.sigill = (int(parts[1]), int(parts[2], 16), code)
@@ -352,6 +356,11 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
         for space, addr, count, code in traced.insns
     )
     mix, violations = checked_mix("ptrace", executed, model)
+    codes = {(space, addr): code for space, addr, _n, code in traced.insns}
+    violations += zero_source_violations(
+        traced.tzcnt_zero, lambda s, a: codes.get((s, a)),
+        lambda s: symbolizers.get(s, empty).locate, model,
+    )  # fmt: skip
     mix.meta.update(
         {
             "cpuid_mode": traced.cpuid_mode,
