@@ -99,9 +99,9 @@ def _matrix_path(arg: str | None) -> Path:
 
 
 def _load(arg: str | None) -> Matrix:
-    from .matrix_file import load_matrix
+    from .matrix_cache import load_matrix_cached  # the full load when anything changed
 
-    return load_matrix(_matrix_path(arg))
+    return load_matrix_cached(_matrix_path(arg))
 
 
 def _number_arg(
