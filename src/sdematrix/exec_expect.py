@@ -69,7 +69,7 @@ def _schema() -> dict[str, Any]:
 def load_expectations(path: str | Path) -> list[Expectation]:
     """Parse and schema-check an expectations file (MatrixFileError, exit 2)."""
     source = Path(path)
-    root, data = load_yaml(source, what="expectations file", error=MatrixFileError)
+    root, data = load_yaml(source, what="the expectations file", error=MatrixFileError)
     errors = []
     for err in jsonschema.Draft202012Validator(_schema()).iter_errors(data):
         for leaf in _leaf_errors(err):

@@ -121,18 +121,18 @@ def read_input(
     try:
         st = os.stat(p)
         if not stat.S_ISREG(st.st_mode):
-            raise _fail(error, p, None, f"cannot read the {what}: it is {_kind(st.st_mode)}, "
+            raise _fail(error, p, None, f"cannot read {what}: it is {_kind(st.st_mode)}, "
                         "not a regular file")  # fmt: skip
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as e:
-        raise _fail(error, p, None, f"cannot read the {what}: {e.strerror or e}") from None
+        raise _fail(error, p, None, f"cannot read {what}: {e.strerror or e}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise _fail(error, p, None, f"cannot read the {what}: it is {_kind(st.st_mode)}, "
+            raise _fail(error, p, None, f"cannot read {what}: it is {_kind(st.st_mode)}, "
                         "not a regular file")  # fmt: skip
         if st.st_size > limit:
-            raise _fail(error, p, None, f"the {what} is {st.st_size} bytes, more than the "
+            raise _fail(error, p, None, f"{what} is {st.st_size} bytes, more than the "
                         f"{limit} this reader accepts")  # fmt: skip
         chunks: list[bytes] = []
         got = 0
@@ -143,10 +143,10 @@ def read_input(
             chunks.append(chunk)
             got += len(chunk)
             if got > limit:
-                raise _fail(error, p, None, f"the {what} grew past the {limit} bytes "
+                raise _fail(error, p, None, f"{what} grew past the {limit} bytes "
                             "this reader accepts")  # fmt: skip
     except OSError as e:
-        raise _fail(error, p, None, f"cannot read the {what}: {e.strerror or e}") from None
+        raise _fail(error, p, None, f"cannot read {what}: {e.strerror or e}") from None
     finally:
         os.close(fd)
     return b"".join(chunks)
@@ -167,7 +167,7 @@ def read_text_input(
         return data.decode("utf-8", errors="strict" if strict else "replace")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise _fail(error, path, line, f"the {what} is not UTF-8 text "
+        raise _fail(error, path, line, f"cannot read {what}: not UTF-8 text "
                     f"(byte 0x{data[e.start]:02x})") from None  # fmt: skip
 
 

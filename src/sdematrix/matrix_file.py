@@ -522,7 +522,7 @@ def _build(data: Mapping[str, Any], source: Path) -> Matrix:
 def load_matrix(path: str | Path) -> Matrix:
     """Read, validate and build the matrix; MatrixFileError (one line) on any problem."""
     source = Path(path)
-    root, data = load_yaml(source, what="matrix file", error=MatrixFileError)
+    root, data = load_yaml(source, what="the matrix file", error=MatrixFileError)
     if not isinstance(data, dict):
         raise _fail(source, _line(root), "the top level must be a mapping")
     _validate_schema(data, root, source)
