@@ -47,12 +47,16 @@ __all__ = [
     "MAX_MIX_BYTES",
     "MAX_XML_BYTES",
     "MAX_YAML_BYTES",
+    "JsonProblem",
     "bounded_int",
+    "check_output_args",
     "check_output_path",
     "check_xml",
+    "decode_json",
     "load_json",
     "load_yaml",
     "parse_json",
+    "parse_yaml",
     "read_input",
     "read_text_input",
 ]
@@ -367,36 +371,65 @@ def _json_int(text: str) -> int:
     return int(text)
 
 
-def _json_depth_ok(obj: Any) -> bool:
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json_walk(obj: Any, strings: bool) -> str | None:
+    """Why `obj` is refused (too deep; with `strings`, a lone surrogate,
+    which no UTF-8 writer can encode), or None -- iteratively."""
     todo: list[tuple[Any, int]] = [(obj, 1)]
     while todo:
         o, d = todo.pop()
         if d > MAX_JSON_DEPTH:
-            return False
+            return f"nested more than {MAX_JSON_DEPTH} levels deep"
         if isinstance(o, dict):
-            todo.extend((v, d + 1) for v in o.values() if isinstance(v, dict | list))
+            if strings and any(_SURROGATE.search(k) for k in o):
+                return "a key holds a lone UTF-16 surrogate (\\ud800-\\udfff)"
+            todo.extend((v, d + 1) for v in o.values())
         elif isinstance(o, list):
-            todo.extend((v, d + 1) for v in o if isinstance(v, dict | list))
-    return True
+            todo.extend((v, d + 1) for v in o)
+        elif strings and isinstance(o, str) and _SURROGATE.search(o):
+            return "a string holds a lone UTF-16 surrogate (\\ud800-\\udfff)"
+    return None
 
 
-def parse_json(text: str, source: object, error: ErrorClass = InputFileError) -> Any:
-    """json.loads with bounded integers and depth; failures one line."""
+class JsonProblem(ValueError):
+    """Why a JSON text was refused: `msg`, and `line` when it is known."""
+
+    def __init__(self, msg: str, line: int | None = None) -> None:
+        super().__init__(f"line {line}: {msg}" if line is not None else msg)
+        self.msg = msg
+        self.line = line
+
+
+def decode_json(text: str) -> Any:
+    """json.loads with integers of at most MAX_INT_DIGITS digits and at most
+    MAX_JSON_DEPTH levels; any failure is :class:`JsonProblem`."""
     try:
         obj = json.loads(text, parse_int=_json_int)
     except _JsonNumber as e:
         pos = text.find(e.text)
         line = text.count("\n", 0, pos) + 1 if pos >= 0 else None
-        raise _fail(error, source, line, f"number of {len(e.text)} digits is out of range") from None
+        raise JsonProblem(f"number of {len(e.text)} digits is out of range", line) from None
     except json.JSONDecodeError as e:
-        raise _fail(error, source, e.lineno, f"not valid JSON: {e.msg}") from None
+        raise JsonProblem(e.msg, e.lineno) from None
     except RecursionError:
-        raise _fail(error, source, None, "JSON nested too deeply") from None
-    except ValueError as e:  # e.g. a float the C scanner cannot hold
-        raise _fail(error, source, None, f"not valid JSON: {e}") from None
-    if not _json_depth_ok(obj):
-        raise _fail(error, source, None, f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+        raise JsonProblem("nested too deeply") from None
+    except ValueError as e:  # a number the scanner cannot hold
+        raise JsonProblem(str(e)) from None
+    # strings are walked only when the text has a \\uD8xx-style escape
+    why = _json_walk(obj, strings=bool(re.search(r"\\[uU][dD][89a-fA-F]", text)))
+    if why is not None:
+        raise JsonProblem(why)
     return obj
+
+
+def parse_json(text: str, source: object, error: ErrorClass = InputFileError) -> Any:
+    """:func:`decode_json`, a failure one line ``SOURCE:LINE: ...`` as `error`."""
+    try:
+        return decode_json(text)
+    except JsonProblem as e:
+        raise _fail(error, source, e.line, f"not valid JSON: {e.msg}") from None
 
 
 def load_json(
