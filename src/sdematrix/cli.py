@@ -694,6 +694,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        from .inputs import check_output_args
+
+        check_output_args(args)  # every --out/--junit/--html/... path, before any work
         code = int(args.func(args))
     except SdeMatrixError as e:
         msg = " ".join(str(e).split()) or type(e).__name__

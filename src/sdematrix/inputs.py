@@ -493,38 +493,50 @@ def check_output_path(
     """Refuse, before any work, an output path that cannot be written: a
     control character (a newline) in its name, an existing entry of the
     wrong type, or no writable directory to create it in.  Writing itself
-    (a full disk) stays the writer's business."""
+    (a full disk) stays the writer's business.  One line: "DIR is not
+    writable: why" for a directory, "cannot write FILE: why" for a file."""
     text = str(path)
-    bad = _CONTROL.search(text)
-    if bad:
-        raise error(f"{what} {text!r}: the name contains control character "
-                    f"U+{ord(bad.group()):04X}")  # fmt: skip
+
+    def bad(why: str) -> SdeMatrixError:
+        shown = text if text.isprintable() else ascii(text)
+        if want_dir:
+            return error(f"{what} {shown} is not writable: {why}")
+        return error(f"cannot write {what} {shown}: {why}")
+
+    ctl = _CONTROL.search(text)
+    if ctl:
+        raise bad(f"the name contains control character U+{ord(ctl.group()):04X}")
     if not text:
-        raise error(f"{what}: empty path")
-    p = Path(path)
-    if p.exists() or p.is_symlink():
-        try:
-            st = os.stat(p)
-        except OSError as e:
-            raise error(f"{what} {p}: {e.strerror or e}") from None
+        raise bad("empty path")
+    try:
+        _check_place(Path(path), want_dir, bad)
+    except OSError as e:  # a stat that fails (EACCES, ELOOP, ENAMETOOLONG)
+        raise bad(e.strerror or str(e)) from None
+
+
+def _check_place(p: Path, want_dir: bool, bad: Callable[[str], SdeMatrixError]) -> None:
+    if p.exists():
+        st = os.stat(p)
         if want_dir and not stat.S_ISDIR(st.st_mode):
-            raise error(f"{what} {p} exists and is {_describe(st.st_mode)}, not a directory")
+            raise bad(f"it exists and is {_describe(st.st_mode)}, not a directory")
         if not want_dir and stat.S_ISDIR(st.st_mode):
-            raise error(f"{what} {p} is a directory, not a file")
-        _probe_writable(p if want_dir else p.absolute().parent, p, what, error)
+            raise bad("Is a directory")
+        _probe_writable(p if want_dir else p.absolute().parent, bad)
         return
-    # find the nearest existing ancestor: it must be a writable directory
+    if p.is_symlink():
+        raise bad("a dangling symbolic link")
+    # the nearest existing ancestor must be a directory we can write in
     anc = p.absolute().parent
     while not anc.exists():
-        if anc.is_symlink():  # a dangling symlink in the way
-            raise error(f"{what} {p}: {anc} is a dangling symbolic link")
+        if anc.is_symlink():
+            raise bad(f"{anc} is a dangling symbolic link")
         anc = anc.parent
     if not anc.is_dir():
-        raise error(f"{what} {p}: {anc} is a file, not a directory")
-    _probe_writable(anc, p, what, error)
+        raise bad(f"{anc} is {_describe(os.stat(anc).st_mode)}, not a directory")
+    _probe_writable(anc, bad)
 
 
-def _probe_writable(directory: Path, p: Path, what: str, error: ErrorClass) -> None:
+def _probe_writable(directory: Path, bad: Callable[[str], SdeMatrixError]) -> None:
     """Create and remove a file in `directory`: the only honest test (root
     passes os.access on a read-only file system)."""
     try:
@@ -532,7 +544,7 @@ def _probe_writable(directory: Path, p: Path, what: str, error: ErrorClass) -> N
         os.close(fd)
         os.unlink(name)
     except OSError as e:
-        raise error(f"{what} {p}: cannot write in {directory}: {e.strerror or e}") from None
+        raise bad(f"cannot create files in {directory}: {e.strerror or e}") from None
 
 
 def _describe(mode: int) -> str:
@@ -541,12 +553,12 @@ def _describe(mode: int) -> str:
 
 #: (command, attribute, what, wants a directory) of the CLI's output options.
 _OUTPUT_ARGS: tuple[tuple[str | None, str, str, bool], ...] = (
-    ("merge-junit", "out", "--out file", False),
-    (None, "out", "--out directory", True),
-    (None, "junit", "--junit file", False),
-    (None, "html", "--html file", False),
-    (None, "markdown", "--markdown file", False),
-    (None, "report", "--report directory", True),
+    ("merge-junit", "out", "merged JUnit file", False),
+    (None, "out", "output directory", True),
+    (None, "junit", "JUnit file", False),
+    (None, "html", "HTML report", False),
+    (None, "markdown", "markdown summary", False),
+    (None, "report", "report directory", True),
 )
 
 

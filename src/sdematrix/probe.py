@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .backends.base import ProbeCommand
 from .errors import SdeMatrixError
+from .inputs import JsonProblem, decode_json
 from .models import DIRECTIONS, MODES, PATHS, Cell
 
 try:  # cryptography >= 43 keeps CFB/CFB8 here; the old location warns.
@@ -262,8 +262,8 @@ def parse_probe_output(stdout: str) -> dict[str, Any]:
         if not line.startswith("{"):
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
+            obj = decode_json(line)  # bounded numbers and depth
+        except JsonProblem:
             continue
         if isinstance(obj, dict) and "probe" in obj:
             report = obj
