@@ -350,7 +350,7 @@ def cmd_merge_junit(args: argparse.Namespace) -> int:
     from .merge import merge_junit
 
     files = [Path(f) for f in args.files]
-    missing = [str(f) for f in files if not f.is_file()]
+    missing = [str(f) for f in files if not f.exists()]  # the loader says what else is wrong
     if missing:
         raise MatrixFileError(f"merge-junit: no such file: {', '.join(missing)}")
     merge_junit(files, Path(args.out))
