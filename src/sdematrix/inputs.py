@@ -130,6 +130,8 @@ def read_input(
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as e:
         raise _fail(error, p, None, f"cannot read {what}: {e.strerror or e}") from None
+    except ValueError as e:  # a NUL in the name
+        raise _fail(error, ascii(str(p)), None, f"cannot read {what}: {e}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -202,12 +204,35 @@ class _YamlLimit(yaml.MarkedYAMLError):
     """A limit of this loader, raised while composing (with the node's mark)."""
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader whose composer caps depth and counts alias uses, and whose
-    constructor turns a value error of one scalar into a marked error."""
+# libyaml's scanner and parser (C, non-recursive: a state stack) when PyYAML
+# was built with it, ~10x faster than the pure-Python ones; the composer is
+# always PyYAML's Python one, so the depth cap and the alias count below see
+# every node before it is built.
+try:
+    from yaml.cyaml import CParser as _EventSource
+
+    _HAVE_CPARSER = True
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    _EventSource = yaml.parser.Parser  # type: ignore[assignment,misc]
+    _HAVE_CPARSER = False
+
+
+class _BoundedLoader(
+    yaml.composer.Composer, _EventSource, yaml.constructor.SafeConstructor, yaml.resolver.Resolver
+):
+    """A safe loader whose composer caps depth and counts alias uses, and
+    whose constructor turns a value error of one scalar into a marked error."""
 
     def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+        if _HAVE_CPARSER:
+            _EventSource.__init__(self, stream)
+        else:  # pragma: no cover - PyYAML without libyaml
+            yaml.reader.Reader.__init__(self, stream)
+            yaml.scanner.Scanner.__init__(self)
+            yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
         self._depth = 0
         self._aliases = 0
 
@@ -232,9 +257,16 @@ class _BoundedLoader(yaml.SafeLoader):
     def construct_object(self, node: Any, deep: bool = False) -> Any:
         try:
             return super().construct_object(node, deep=deep)
-        except (ValueError, OverflowError) as e:
+        except yaml.YAMLError:
+            raise
+        except Exception as e:  # noqa: BLE001 - PyYAML's constructors raise
+            # ValueError (int('9' * 5000), a 13th month), AttributeError (a
+            # !!timestamp its regex does not match), TypeError, ...: all are
+            # a value this file cannot hold
+            shown = node.value[:40] if isinstance(node.value, str) else node.tag
             raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read the value {node.value[:40]!r}: {e}", node.start_mark
+                None, None, f"cannot read the value {shown!r}: {type(e).__name__}: {e}",
+                node.start_mark,
             ) from None
 
 
@@ -475,6 +507,8 @@ def check_xml(data: bytes, source: object, error: ErrorClass = InputFileError) -
     parser.EndElementHandler = end
     try:
         parser.Parse(data, True)
+    except (LookupError, ValueError) as e:  # an encoding= expat/Python does not know
+        raise _fail(error, source, None, f"not well-formed XML: {type(e).__name__}: {e}") from None
     except _Refused as e:
         raise _fail(error, source, parser.CurrentLineNumber, str(e)) from None
     except xml.parsers.expat.ExpatError as e:

@@ -24,6 +24,7 @@ wrote its summary) the cells are rebuilt from those files, with a warning.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -346,7 +347,7 @@ def _read_json(path: Path, warnings: list[str], *, what: str) -> Any:
     """A cell or mix file, or None with one warning: missing, not a regular
     file (a FIFO is never opened blocking), too large, not UTF-8, not JSON
     or out of bounds (see :mod:`sdematrix.inputs`)."""
-    if not path.exists() and not path.is_symlink():
+    if not _exists(path):
         warnings.append(f"{what} {path} is missing")
         return None
     try:
@@ -359,6 +360,16 @@ def _read_json(path: Path, warnings: list[str], *, what: str) -> Any:
     except JsonProblem as e:
         warnings.append(f"{what} {path} is not valid JSON ({e})")
         return None
+
+
+def _exists(path: Path) -> bool:
+    """Whether `path` names anything (a dangling symlink too); False also for
+    a name the kernel refuses (ENAMETOOLONG, EACCES on the way)."""
+    try:
+        os.lstat(path)
+    except (OSError, ValueError):  # ValueError: an embedded NUL
+        return False
+    return True
 
 
 def _as_int(v: Any) -> int | None:
@@ -429,7 +440,7 @@ def _cell_from_json(d: dict[str, Any], root: Path, files: dict[str, Any] | None)
     mix_rel = files.get("mix") if isinstance(files.get("mix"), str) else None
     if mix_rel is None and "files" not in d:
         guess = root / "mix" / f"{name}.mix.json"
-        mix_rel = str(guess.relative_to(root)) if guess.is_file() else None
+        mix_rel = str(guess.relative_to(root)) if _exists(guess) else None
     summary = d.get("mix_summary")
     reasons = d.get("reasons") or []
     return CellResult(
@@ -481,8 +492,13 @@ def _rebuild_from_cells(root: Path, warnings: list[str]) -> list[CellResult]:
 def load_results(directory: str | Path) -> RunResults:
     """Read `directory`; raise :class:`ResultsDirError` (one line) if it is not one."""
     root = Path(directory)
-    if not root.exists():
-        raise ResultsDirError(f"results directory {root} does not exist")
+    try:
+        os.stat(root)
+    except FileNotFoundError:
+        raise ResultsDirError(f"results directory {root} does not exist") from None
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) else str(e)
+        raise ResultsDirError(f"cannot read results directory {root}: {why}") from None
     if not root.is_dir():
         raise ResultsDirError(f"{root} is not a directory (expected an sdematrix results dir)")
     warnings: list[str] = []
@@ -508,7 +524,8 @@ def load_results(directory: str | Path) -> RunResults:
         raise ResultsDirError(f"{results_file} is not a JSON object")
     schema = data.get("schema")
     if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
-        raise ResultsDirError(f"{results_file} has schema {schema!r}, expected '{SCHEMA_PREFIX}1'")
+        shown = repr(schema) if len(repr(schema)) <= 60 else repr(schema)[:57] + "..."
+        raise ResultsDirError(f"{results_file} has schema {shown}, expected '{SCHEMA_PREFIX}1'")
     raw_cells = data.get("cells")
     if not isinstance(raw_cells, list):
         raise ResultsDirError(f"{results_file} has no 'cells' list")
