@@ -417,3 +417,73 @@ def test_yaml_keys() -> None:
     # merge keys still work (the shipped matrix style), anchors shared
     _node, data = parse_yaml("b: &b {x: 1}\nc:\n  <<: *b\n  y: 2\n", "f", MatrixFileError)
     assert data == {"b": {"x": 1}, "c": {"x": 1, "y": 2}}
+
+
+# ------------------------------------------------ the tracer's profile reader --
+
+TRACER = Path(__file__).resolve().parents[1] / "src" / "sdematrix" / "_bin" / "vc-tracer"
+
+
+def _tracer(tmp_path: Path, profile_text: bytes) -> subprocess.CompletedProcess[str]:
+    if not TRACER.is_file():
+        pytest.skip(f"{TRACER} is not built (python3 setup.py build_ext --inplace)")
+    prof = tmp_path / "profile"
+    prof.write_bytes(profile_text)
+    return subprocess.run([str(TRACER), "--profile", str(prof), "--out", str(tmp_path / "out"),
+                           "--", "/bin/true"], capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+
+
+def _host_profile() -> bytes:
+    if not TRACER.is_file():
+        pytest.skip(f"{TRACER} is not built (python3 setup.py build_ext --inplace)")
+    return subprocess.run([str(TRACER), "--host-profile"], capture_output=True, check=True,
+                          timeout=30).stdout  # fmt: skip
+
+
+def test_tracer_reads_a_record_longer_than_any_buffer(tmp_path: Path) -> None:
+    """A 6,000-character record is one record: with a fixed 4,608-byte line
+    buffer its tail was read as a record of its own ("unknown record"), so a
+    long value could add a line to the profile."""
+    long_image = b"image /" + b"a" * 6000 + b"\n"
+    r = _tracer(tmp_path, _host_profile() + long_image)
+    if r.returncode != 0 and ("PTRACE_TRACEME" in r.stderr or "not permitted" in r.stderr):
+        pytest.skip(f"ptrace is not permitted here: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    assert "unknown record" not in r.stderr
+    # (the old reader fails this: vc-tracer: FILE:N: unknown record)
+
+
+def test_tracer_refuses_a_nul_in_a_record(tmp_path: Path) -> None:
+    r = _tracer(tmp_path, b"xcr0 7\ncpuid 0 0 1 2 3\x004 5\n")
+    assert r.returncode == 125
+    assert r.stderr.count("\n") == 1 and ":2: NUL byte in a profile record" in r.stderr
+
+
+def test_profile_from_a_hostile_model_runs(tmp_path: Path) -> None:
+    """write_profile of a model whose title holds newlines and records:
+    the tracer reads exactly the model's records (it runs, and the comment
+    did not become an `xcr0 0` or a bad record)."""
+    from sdematrix.backends.ptrace_profile import write_profile
+    from sdematrix.models import CpuidLeaf, CpuModel
+
+    host = _host_profile().decode()
+    leaves = []
+    for line in host.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpuid":
+            leaves.append(CpuidLeaf(*(int(p, 16) for p in parts[1:7])))
+        elif parts and parts[0] == "xcr0":
+            xcr0 = int(parts[1], 16)
+    model = CpuModel(name="h", title="T\nxcr0 0\ncpuid zz\r\n\x00site x", vendor="GenuineIntel",
+                     sde_chip=None, qemu_model=None, chip_check_exe_only=False,
+                     cpuid=tuple(leaves), xcr0=xcr0, isa=frozenset(),
+                     max_vector_bits=512)  # fmt: skip
+    prof = tmp_path / "p"
+    write_profile(prof, model, [])
+    text = prof.read_text()
+    assert text.count("\n") == len(leaves) + 2 and "\r" not in text and "\x00" not in text
+    r = _tracer(tmp_path, prof.read_bytes())
+    if r.returncode != 0 and ("PTRACE_TRACEME" in r.stderr or "not permitted" in r.stderr):
+        pytest.skip(f"ptrace is not permitted here: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
