@@ -490,3 +490,26 @@ def test_large_inputs_are_linear(reader: str) -> None:
         text = "# $global-dynamic-counts\n" + body + "*total 999999999999\n"
         assert parse_mix_text(text, "big.mix").overall.total == 999999999999
     assert time.process_time() - t0 < 1.0
+
+
+# ------------------------------------------------------------ /proc reads --
+
+
+def test_proc_maps_corpus() -> None:
+    """/proc/PID/maps text (what the tracer copies into its output and the
+    symbolizer reads): malformed lines are skipped, never an exception."""
+    from sdematrix.symbols import parse_maps
+
+    base = ("555555554000-555555556000 r-xp 00000000 08:01 1234  /usr/bin/a b\n"
+            "7ffff7fc3000-7ffff7fc7000 r--p 00000000 00:00 0      [vvar]\n"
+            "7ffff7fc7000-7ffff7fc9000 r-xp 00000000 00:00 0      [vdso]\n")  # fmt: skip
+
+    rng = random.Random(f"{SEED}:maps")
+    for i in range(N):
+        text, mutated = _hostile(rng, base)
+        t0 = time.process_time()
+        maps = parse_maps(text)  # any exception fails the test, naming nothing else
+        assert time.process_time() - t0 < PER_INPUT_S, i
+        if not mutated:
+            assert [m.path for m in maps] == ["/usr/bin/a b", "[vvar]", "[vdso]"]
+        assert all(isinstance(m.lo, int) and isinstance(m.hi, int) for m in maps)
