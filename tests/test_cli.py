@@ -219,8 +219,25 @@ def test_progress_plain_and_tty():
 # ------------------------------------------------- signals while loading --
 
 
+# A matrix file on a stalled file system: the loader's read blocks until a
+# signal.  (A FIFO given as the matrix no longer blocks -- it is refused at
+# once, exit 2, see tests/test_hostile_inputs.py -- so the stall is a FIFO
+# the wrapped reader opens just before it reads the real, regular file.)
+_STALLED_CLI = """
+import os, sys
+import sdematrix.inputs as inputs
+stall, real = sys.argv[1], inputs.read_input
+def stalled(path, **kw):
+    os.read(os.open(stall, os.O_RDONLY), 1)  # blocked in read(), as on a hung NFS
+    return real(path, **kw)
+inputs.read_input = stalled
+from sdematrix.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
 def _fifo_matrix(tmp_path: Path) -> Path:
-    fifo = tmp_path / "matrix.yaml"
+    fifo = tmp_path / "stall"
     os.mkfifo(fifo)
     return fifo
 
@@ -250,9 +267,11 @@ def test_signal_while_loading_the_matrix_is_an_interrupt(tmp_path, command, sig)
     """A signal that lands while the matrix file is read ends the command like
     one during the run: exit 130, one line, no traceback, nothing written."""
     fifo = _fifo_matrix(tmp_path)
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_bytes(MATRIX.read_bytes())
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sdematrix", *command, "--matrix", str(fifo),
+        [sys.executable, "-c", _STALLED_CLI, str(fifo), *command, "--matrix", str(matrix),
          *(("--out", str(out)) if command[0] == "run" else ())],
         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

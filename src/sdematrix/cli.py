@@ -365,7 +365,7 @@ def cmd_merge_junit(args: argparse.Namespace) -> int:
     from .merge import merge_junit
 
     files = [Path(f) for f in args.files]
-    missing = [str(f) for f in files if not f.is_file()]
+    missing = [str(f) for f in files if not f.exists()]  # the loader says what else is wrong
     if missing:
         raise MatrixFileError(f"merge-junit: no such file: {', '.join(missing)}")
     merge_junit(files, Path(args.out))
@@ -709,6 +709,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        from .inputs import check_output_args
+
+        check_output_args(args)  # every --out/--junit/--html/... path, before any work
         code = int(args.func(args))
     except SdeMatrixError as e:
         msg = " ".join(str(e).split()) or type(e).__name__

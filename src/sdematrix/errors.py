@@ -36,3 +36,8 @@ class OutputDirError(SdeMatrixError):
 
 class InterruptedRun(SdeMatrixError):
     exit_code = EXIT_INTERRUPTED
+
+
+class InputFileError(SdeMatrixError):
+    """An input file that is not a regular file, too large, or hostile
+    (alias bomb, deep nesting, control characters, out-of-range numbers)."""

@@ -29,7 +29,8 @@ from typing import Any
 import jsonschema
 
 from .errors import MatrixFileError
-from .matrix_file import _find, _leaf_errors, _line, _locate_schema_error, _parse
+from .inputs import load_yaml
+from .matrix_file import _find, _leaf_errors, _line, _locate_schema_error
 from .mix import Mix, MixCounts, Selector, format_form
 from .models import CpuModel
 
@@ -68,11 +69,7 @@ def _schema() -> dict[str, Any]:
 def load_expectations(path: str | Path) -> list[Expectation]:
     """Parse and schema-check an expectations file (MatrixFileError, exit 2)."""
     source = Path(path)
-    try:
-        text = source.read_text()
-    except OSError as e:
-        raise MatrixFileError(f"{source}: cannot read: {e.strerror or e}") from None
-    root, data = _parse(text, source)
+    root, data = load_yaml(source, what="the expectations file", error=MatrixFileError)
     errors = []
     for err in jsonschema.Draft202012Validator(_schema()).iter_errors(data):
         for leaf in _leaf_errors(err):

@@ -1,7 +1,10 @@
 """sde_matrix.yaml -> :class:`~sdematrix.models.Matrix`, checked three ways.
 
-1. YAML syntax (with line:column), duplicate mapping keys (PyYAML silently
-   keeps the last one, so they are found on the composed node tree).
+1. The file itself and its YAML (:mod:`sdematrix.inputs`): a regular file
+   of bounded size, syntax (with line:column), control characters, nesting
+   depth, an alias budget (an alias bomb is refused before anything expands
+   it), recursive aliases, duplicate mapping keys (PyYAML silently keeps the
+   last one, so they are found on the composed node tree).
 2. The JSON schema (package data ``schema/sde_matrix.schema.json``); a
    violation is reported at the line of the offending key, found by walking
    the node tree along the error's JSON path.
@@ -29,6 +32,7 @@ import jsonschema
 import yaml
 
 from .errors import MatrixFileError, UnknownCpuError
+from .inputs import load_yaml, parse_yaml
 from .mix import Selector
 from .models import DIRECTIONS, MODES, CpuidLeaf, CpuModel, Matrix, PathSignature, Workload
 
@@ -106,55 +110,10 @@ def _find(root: yaml.Node, path: Sequence[str | int], *, key: bool = False) -> y
     return node
 
 
-def _check_keys(node: yaml.Node, source: Path, seen: set[int] | None = None) -> None:
-    """Duplicate keys and non-string keys, anywhere in the tree."""
-    seen = set() if seen is None else seen
-    if id(node) in seen:  # aliases share nodes
-        return
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        names: dict[str, yaml.Node] = {}
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode) and k.tag == "tag:yaml.org,2002:merge":
-                _check_keys(v, source, seen)
-                continue
-            if not isinstance(k, yaml.ScalarNode) or k.tag != "tag:yaml.org,2002:str":
-                shown = k.value if isinstance(k, yaml.ScalarNode) else "a collection"
-                raise _fail(source, _line(k), f"mapping key {shown!r} must be a string (quote it)")
-            if k.value in names:
-                raise _fail(
-                    source,
-                    _line(k),
-                    f"duplicate key '{k.value}' (first defined at line {_line(names[k.value])})",
-                )
-            names[k.value] = k
-            _check_keys(v, source, seen)
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            _check_keys(item, source, seen)
-
-
 def _parse(text: str, source: Path) -> tuple[yaml.Node, Any]:
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            raise _fail(source, None, "the file is empty")
-        _check_keys(node, source)
-        data = loader.construct_document(node)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        what = e.problem or e.context or "malformed YAML"
-        if mark is None:
-            raise _fail(source, None, f"YAML syntax error: {what}") from None
-        raise MatrixFileError(
-            f"{source}:{mark.line + 1}:{mark.column + 1}: YAML syntax error: {_one_line(what)}"
-        ) from None
-    except yaml.YAMLError as e:
-        raise _fail(source, None, f"YAML error: {e}") from None
-    finally:
-        loader.dispose()
-    return node, data
+    """(root node, data): YAML syntax, control characters, depth, aliases,
+    duplicate and non-string keys, each one line (see :mod:`sdematrix.inputs`)."""
+    return parse_yaml(text, source, MatrixFileError)
 
 
 # ---------------------------------------------------------------- schema --
@@ -171,7 +130,7 @@ def schema() -> dict[str, Any]:
 def _dotted(path: Iterable[str | int]) -> str:
     out = ""
     for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        out += f"[{p}]" if isinstance(p, int) else (f".{_show(p)}" if out else _show(p))
     return out or "(top level)"
 
 
@@ -184,11 +143,31 @@ def _leaf_errors(err: jsonschema.ValidationError) -> list[jsonschema.ValidationE
     return [err]
 
 
+def _show(text: object) -> str:
+    """A value as the error line may show it: printable text as is, anything
+    else escaped (a title's escape character never reaches the terminal)."""
+    t = str(text)
+    return t if t.isprintable() else ascii(t)[1:-1]
+
+
+def _control_message(err: jsonschema.ValidationError) -> str | None:
+    """The message for a `noControl` violation (jsonschema's would be
+    "... should not be valid under {...}")."""
+    if err.validator != "not" or not isinstance(err.instance, str):
+        return None
+    bad = next((c for c in err.instance if not c.isprintable() or c in "\r\n\t"), None)
+    if bad is None:
+        return None
+    return (f"'{_show(err.instance)}' contains control character U+{ord(bad):04X} "
+            "(names, titles and keys are printable text)")  # fmt: skip
+
+
 def _locate_schema_error(err: jsonschema.ValidationError, root: yaml.Node) -> tuple[int, str, str]:
     path = list(err.absolute_path)
+    message = _control_message(err) or err.message
     if "propertyNames" in err.schema_path and isinstance(err.instance, str):
         node = _find(root, [*path, err.instance], key=True)
-        return _line(node), _dotted(path), f"key '{err.instance}' is not allowed: {err.message}"
+        return _line(node), _dotted(path), f"key '{_show(err.instance)}' is not allowed: {message}"
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         allowed = set(err.schema.get("properties", {}))
         patterns = list(err.schema.get("patternProperties", {}))
@@ -200,9 +179,9 @@ def _locate_schema_error(err: jsonschema.ValidationError, root: yaml.Node) -> tu
         if extra:
             node = _find(root, [*path, extra[0]], key=True)
             hint = f" (allowed: {', '.join(sorted(allowed))})" if allowed else ""
-            return _line(node), _dotted(path), f"unknown key '{extra[0]}'{hint}"
+            return _line(node), _dotted(path), f"unknown key '{_show(extra[0])}'{hint}"
     node = _find(root, path)
-    return _line(node), _dotted(path), err.message
+    return _line(node), _dotted(path), message
 
 
 def _validate_schema(data: Any, root: yaml.Node, source: Path) -> None:
@@ -543,11 +522,7 @@ def _build(data: Mapping[str, Any], source: Path) -> Matrix:
 def load_matrix(path: str | Path) -> Matrix:
     """Read, validate and build the matrix; MatrixFileError (one line) on any problem."""
     source = Path(path)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise MatrixFileError(f"{source}: cannot read the matrix file: {e}") from None
-    root, data = _parse(text, source)
+    root, data = load_yaml(source, what="the matrix file", error=MatrixFileError)
     if not isinstance(data, dict):
         raise _fail(source, _line(root), "the top level must be a mapping")
     _validate_schema(data, root, source)

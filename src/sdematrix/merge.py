@@ -4,27 +4,87 @@ and the CI publish job do after one run per CPU."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .errors import MatrixFileError, OutputDirError
+from .inputs import MAX_XML_BYTES, check_xml, load_json, read_input
 from .junit import SCHEMA
 
 
 def junit_suites(path: Path) -> list[ET.Element]:
+    """The <testsuite> elements of one JUnit file.  Read through the bounded
+    loader (a regular file of bounded size; no DOCTYPE, so no entity can
+    expand; nesting bounded, so neither ElementTree's parser nor its
+    recursive writer meets a pathological tree); every problem one line."""
     try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else str(exc)
-        raise MatrixFileError(f"merge-junit: {path} is not readable JUnit XML: {why}") from None
+        data = read_input(path, what="JUnit file", limit=MAX_XML_BYTES, error=MatrixFileError)
+        check_xml(data, path, MatrixFileError)
+        root = ET.fromstring(data)
+    except MatrixFileError as exc:
+        why = str(exc).removeprefix(f"{path}")
+        raise MatrixFileError(f"merge-junit: {path} is not readable JUnit XML{why}") from None
+    except ET.ParseError as exc:  # pragma: no cover - check_xml parsed it already
+        raise MatrixFileError(f"merge-junit: {path} is not readable JUnit XML: {exc}") from None
     if root.tag == "testsuite":
-        return [root]
-    if root.tag == "testsuites":
-        return list(root.iter("testsuite"))
-    raise MatrixFileError(f"merge-junit: {path}: root element <{root.tag}> is not JUnit")
+        suites = [root]
+    elif root.tag == "testsuites":
+        suites = list(root.iter("testsuite"))
+    else:
+        raise MatrixFileError(f"merge-junit: {path}: root element <{_shown(root.tag)}> is not JUnit")
+    for s in suites:  # the counts merge_junit sums: checked here, with the file
+        for k in _COUNTS:
+            if _count(s.get(k)) is None:
+                raise MatrixFileError(f"merge-junit: {path}: <testsuite {k}=\"{_shown(s.get(k))}\">"
+                                      " is not a count")  # fmt: skip
+    return suites
+
+
+_COUNTS = ("tests", "failures", "errors", "skipped")
+
+
+def _shown(v: object) -> str:
+    t = str(v)[:40]
+    return t if t.isprintable() else ascii(t)[1:-1]
+
+
+def _count(v: str | None) -> int | None:
+    """A JUnit count attribute: absent/empty is 0, else at most 12 digits."""
+    if v is None or v.strip() == "":
+        return 0
+    v = v.strip()
+    if not v.isascii() or not v.isdigit() or len(v) > 12:
+        return None
+    return int(v)
+
+
+def _seconds(v: str | None) -> float:
+    """A JUnit time attribute; anything that is not a finite number is 0."""
+    try:
+        f = float(v or 0) if len(v or "") <= 64 else 0.0
+    except ValueError:
+        return 0.0
+    return f if math.isfinite(f) and f >= 0 else 0.0
+
+
+def _write_atomically(dest: Path, write: Callable[[Path], None], what: str) -> None:
+    """write(tmp) then rename onto `dest`: a failure (a full disk, an
+    unwritable place) leaves no half-written file, and is one line, exit 2."""
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        write(tmp)
+        os.replace(tmp, dest)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise OutputDirError(f"{what}: cannot write {dest}: {e.strerror or e}") from None
 
 
 def error_suite(name: str, message: str) -> ET.Element:
@@ -49,24 +109,23 @@ def merge_junit(
     for s in suites:
         root.append(s)
         for k in totals:
-            totals[k] += int(s.get(k, "0") or 0)
-        try:
-            time_s += float(s.get("time", "0") or 0)
-        except ValueError:
-            pass
+            totals[k] += _count(s.get(k)) or 0
+        time_s += _seconds(s.get("time"))
     for k, v in totals.items():
         root.set(k, str(v))
     root.set("time", f"{time_s:.3f}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    ET.ElementTree(root).write(dest, encoding="utf-8", xml_declaration=True)
+    tree = ET.ElementTree(root)
+    _write_atomically(
+        dest, lambda tmp: tree.write(tmp, encoding="utf-8", xml_declaration=True), "merge-junit"
+    )
 
 
 def _read_results(d: Path) -> dict[str, Any]:
     f = d / "results.json"
     try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        data = load_json(f, what="results.json", error=OutputDirError)
+    except OutputDirError as exc:
+        why = str(exc).removeprefix(f"{f}: ").removeprefix("cannot read results.json: ")
         raise OutputDirError(f"merge-results: cannot read {f}: {why}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise OutputDirError(f"merge-results: {f} is not an {SCHEMA} file")
@@ -78,7 +137,10 @@ def merge_results(dirs: list[Path], dest: Path) -> dict[str, Any]:
     jobs): `dest`/results.json holds every cell, model and backend, and the
     cells' file references point into the source directories (relative to
     `dest`), so `sdematrix report DEST` covers them all.  Returns the data."""
-    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputDirError(f"merge-results: cannot create {dest}: {e.strerror or e}") from None
     runs = [(d, _read_results(d)) for d in dirs]
     if not runs:
         raise OutputDirError("merge-results: no results directories given")
@@ -90,20 +152,20 @@ def merge_results(dirs: list[Path], dest: Path) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for d, data in runs:
         rel = Path(os.path.relpath(d.resolve(), dest.resolve()))
-        for cell in data.get("cells") or []:
+        for cell in _list(data.get("cells")):
             if isinstance(cell, dict):
                 files = cell.get("files")
                 if isinstance(files, dict):
                     cell = {**cell, "files": {k: str(rel / v) if isinstance(v, str) else v
                                               for k, v in files.items()}}  # fmt: skip
                 cells.append(cell)
-        models.update(data.get("models") or {})
-        for name, b in (data.get("backends") or {}).items():
+        models.update(_dict(data.get("models")))
+        for name, b in _dict(data.get("backends")).items():
             # a backend counts as available when it was in any of the runs
             if name not in backends or (isinstance(b, dict) and b.get("available")):
                 backends[name] = b
-        not_run += [n for n in data.get("not_run") or [] if isinstance(n, str)]
-        for k, v in (data.get("counts") or {}).items():
+        not_run += [n for n in _list(data.get("not_run")) if isinstance(n, str)]
+        for k, v in _dict(data.get("counts")).items():
             counts[k] = counts.get(k, 0) + (v if isinstance(v, int) else 0)
     starts = sorted(str(r.get("started_at")) for _, r in runs if r.get("started_at"))
     ends = sorted(str(r.get("finished_at")) for _, r in runs if r.get("finished_at"))
@@ -114,12 +176,23 @@ def merge_results(dirs: list[Path], dest: Path) -> dict[str, Any]:
         not_run=not_run,
         counts=counts,
         interrupted=any(bool(r.get("interrupted")) for _, r in runs),
-        duration_s=round(sum(float(r.get("duration_s") or 0) for _, r in runs), 3),
+        duration_s=round(sum(_seconds(str(r.get("duration_s") or 0)) for _, r in runs), 3),
         merged_from=[str(d) for d, _ in runs],
     )
     if starts:
         merged["started_at"] = starts[0]
     if ends:
         merged["finished_at"] = ends[-1]
-    (dest / "results.json").write_text(json.dumps(merged, indent=1) + "\n", encoding="utf-8")
+    text = json.dumps(merged, indent=1) + "\n"
+    _write_atomically(
+        dest / "results.json", lambda tmp: tmp.write_text(text, encoding="utf-8"), "merge-results"
+    )
     return merged
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .backends.base import ProbeCommand
 from .errors import SdeMatrixError
+from .inputs import JsonProblem, decode_json
 from .models import DIRECTIONS, MODES, PATHS, Cell
 
 try:  # cryptography >= 43 keeps CFB/CFB8 here; the old location warns.
@@ -251,6 +251,12 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
 }
 
 
+def _short(value: object) -> str:
+    """repr of a report value, cut to 60 characters (the error stays one short line)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def parse_probe_output(stdout: str) -> dict[str, Any]:
     """The probe's JSON report from its stdout.
 
@@ -262,8 +268,8 @@ def parse_probe_output(stdout: str) -> dict[str, Any]:
         if not line.startswith("{"):
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
+            obj = decode_json(line)  # bounded numbers and depth
+        except JsonProblem:
             continue
         if isinstance(obj, dict) and "probe" in obj:
             report = obj
@@ -273,16 +279,17 @@ def parse_probe_output(stdout: str) -> dict[str, Any]:
         shown = (first[:80] + "...") if len(first) > 80 else first
         raise ProbeError(f"probe printed no JSON report (first line: {shown!r})")
     if report.get("probe") != PROBE_VERSION:
-        raise ProbeError(f"probe report version {report.get('probe')!r}, expected {PROBE_VERSION}")
+        raise ProbeError(f"probe report version {_short(report.get('probe'))}, "
+                         f"expected {PROBE_VERSION}")  # fmt: skip
     for key, typ in _REQUIRED.items():
         if not isinstance(report.get(key), typ):
             raise ProbeError(f"probe report field {key!r} missing or of the wrong type")
     if report["status"] not in STATUSES:
-        raise ProbeError(f"probe report has unknown status {report['status']!r}")
+        raise ProbeError(f"probe report has unknown status {_short(report['status'])}")
     if report["status"] == "ok":
         digest = report.get("digest")
         if not (isinstance(digest, str) and len(digest) == 64):
             raise ProbeError("probe report has status ok but no sha256 digest")
         if report.get("path") not in PATHS:
-            raise ProbeError(f"probe report names unknown path {report.get('path')!r}")
+            raise ProbeError(f"probe report names unknown path {_short(report.get('path'))}")
     return report

@@ -39,6 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .errors import MixFileError
+from .inputs import MAX_MIX_BYTES, read_input
 from .mix import Form, FunctionMix, Mix, MixCounts, Selector
 
 __all__ = [
@@ -178,11 +179,49 @@ def classify(name: str) -> Form:
 # File structure
 # --------------------------------------------------------------------------
 
-_FUNC_HEADER = re.compile(
-    r"^# \$dynamic-counts-for-function: (?P<name>.*?)\s+IMG: (?P<img>.*) at "
-    r"\[(?P<lo>0x[0-9a-fA-F]+), (?P<hi>0x[0-9a-fA-F]+)\)\s+(?P<pct>[0-9.]+)%\s*$"
-)
+_FUNC_PREFIX = "# $dynamic-counts-for-function: "
+# Linear-time pieces of the function header (a single regex with a lazy name
+# and a greedy image, ``(.*?)\s+IMG: (.*) at``, backtracks cubically on a
+# header that repeats " IMG: "): the name ends at the first whitespace +
+# "IMG: ", the image at the last " at [", and the tail is matched anchored.
+_IMG_SEP = re.compile(r"\sIMG: ")
+_FUNC_TAIL = re.compile(r"(0x[0-9a-fA-F]+), (0x[0-9a-fA-F]+)\)\s+([0-9.]+)%")
 _TID = re.compile(r"FOR TID (\d+)")
+#: Digits of a count (decimal: a u64 has 20) and of an address (hex: 16).
+_COUNT_DIGITS = 20
+_ADDRESS_DIGITS = 16
+
+
+def _count(text: str) -> int | None:
+    """A non-negative decimal count of at most _COUNT_DIGITS digits; None
+    when it is not one (the caller says which)."""
+    if not text.isascii() or not text.isdigit():
+        return None
+    return int(text) if len(text.lstrip("0")) <= _COUNT_DIGITS else -1
+
+
+def _address(text: str) -> int:
+    """A 0x-prefixed address of at most 16 hex digits (ValueError otherwise)."""
+    body = text[2:] if text[:2] in ("0x", "0X") else text
+    if len(body.lstrip("0")) > _ADDRESS_DIGITS:
+        raise OverflowError("address out of range")
+    return int(body, 16)
+
+
+def _function_header(line: str) -> tuple[str, str, int, int] | None:
+    """(name, image, lo, hi) of a ``$dynamic-counts-for-function`` header,
+    None if it does not parse; OverflowError for an address out of range."""
+    rest = line[len(_FUNC_PREFIX) :]
+    sep = _IMG_SEP.search(rest)
+    at = rest.rfind(" at [")
+    if sep is None or at < sep.end():
+        return None
+    tail = _FUNC_TAIL.fullmatch(rest[at + 5 :].rstrip())
+    if tail is None:
+        return None
+    name = rest[: sep.start()].rstrip()
+    image = rest[sep.end() : at]
+    return name, image, _address(tail.group(1)), _address(tail.group(2))
 
 
 @dataclass
@@ -202,10 +241,7 @@ class _Block:
 def parse_mix_file(path: Path | str) -> Mix:
     """Parse an SDE mix file; MixFileError (one line) if it is unreadable or corrupt."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise MixFileError(f"cannot read mix file {p}: {e.strerror or e}") from None
+    data = read_input(p, what="mix file", limit=MAX_MIX_BYTES, error=MixFileError)
     return parse_mix_text(data.decode("utf-8", errors="replace"), str(p))
 
 
@@ -226,7 +262,9 @@ def parse_mix_text(text: str, source_name: str = "<mix>") -> Mix:
     iform_rows = False
     lineno = 0
 
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    # split on "\n" only: str.splitlines also breaks at \x0b, \x1c, U+2028 ...,
+    # which would shift every line number after one
+    for lineno, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip()
         if cur is not None:
             if not line:
@@ -242,12 +280,14 @@ def parse_mix_text(text: str, source_name: str = "<mix>") -> Mix:
             if len(parts) != 2:
                 raise fail(lineno, f"expected 'NAME COUNT', got {line[:80]!r}")
             name, num = parts
-            try:
-                n = int(num)
-            except ValueError:
-                raise fail(lineno, f"count is not an integer in {line[:80]!r}") from None
-            if n < 0:
-                raise fail(lineno, f"negative count in {line[:80]!r}")
+            got = _count(num)
+            if got is None:
+                if num[:1] == "-" and _count(num[1:]) is not None:
+                    raise fail(lineno, f"negative count in {line[:80]!r}")
+                raise fail(lineno, f"count is not an integer in {line[:80]!r}")
+            if got < 0:
+                raise fail(lineno, f"count out of range ({len(num)} digits)")
+            n = got
             c = cur.counts
             if name[0] == "*":
                 if name == "*total":
@@ -286,25 +326,31 @@ def parse_mix_text(text: str, source_name: str = "<mix>") -> Mix:
                 if len(parts) == 3:
                     try:
                         image_addresses.append(
-                            {"image": parts[0], "lo": int(parts[1], 16), "hi": int(parts[2], 16)}
+                            {"image": parts[0], "lo": _address(parts[1]), "hi": _address(parts[2])}
                         )
+                    except OverflowError:
+                        raise fail(lineno, "image address out of range") from None
                     except ValueError:
                         raise fail(lineno, f"bad image address row {line[:80]!r}") from None
             continue  # top-block listings, function totals
         if line.startswith("# $"):
             if line.startswith("# $dynamic-counts-for-function:"):
-                m = _FUNC_HEADER.match(line)
-                if not m:
+                try:
+                    header = _function_header(line)
+                except OverflowError:
+                    raise fail(lineno, "function address out of range") from None
+                if header is None:
                     raise fail(lineno, "unreadable '$dynamic-counts-for-function' header")
+                fname, image, lo, hi = header
                 cur = _Block(
                     "function",
                     lineno,
                     global_section=in_global,
                     tid=ctx_tid,
-                    name=m["name"],
-                    image=m["img"].strip(),
-                    lo=int(m["lo"], 16),
-                    hi=int(m["hi"], 16),
+                    name=fname,
+                    image=image.strip(),
+                    lo=lo,
+                    hi=hi,
                 )
             elif line.startswith("# $global-dynamic-counts"):
                 cur = _Block("global", lineno, global_section=True)
@@ -323,6 +369,8 @@ def parse_mix_text(text: str, source_name: str = "<mix>") -> Mix:
                 ctx_global_dyn = False
                 m = _TID.search(line)
                 if m:
+                    if len(m.group(1).lstrip("0")) > _COUNT_DIGITS:
+                        raise fail(lineno, "thread id out of range")
                     ctx_tid = int(m.group(1))
             in_images = line.startswith("# EMIT_IMAGE_ADDRESSES")
             continue

@@ -271,8 +271,17 @@ def image_sites(path: str) -> list[Site]:
         path,
         _scan_file,
         lambda s: [s.kind, s.offset],
-        lambda real, row: Site(row[0], int(row[1]), real),
+        _site_from_row,
     )
+
+
+def _site_from_row(real: str, row: Any) -> Site:
+    """A cached site row; a kind the scanner never writes (a hand-edited or
+    corrupt cache) is ValueError, so the file is rescanned."""
+    kind, offset = row
+    if kind not in _PATTERNS or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"bad cached site {row!r}")
+    return Site(kind, offset, real)
 
 
 def _needed_and_interp(path: str) -> tuple[list[str], str | None, list[str]]:
@@ -345,11 +354,26 @@ def _program_images(exe: str, ld_path: list[str]) -> list[str]:
     return out
 
 
+# A profile record is one line: a value holding a line break (or a NUL, which
+# ends the C reader's string) could add or cut records, so such paths are
+# never written and free text (the model's title) is escaped.
+_LINE_BREAKING = re.compile(r"[\x00\n\r]")
+
+
+def _writable_path(path: str) -> bool:
+    return not _LINE_BREAKING.search(path)
+
+
+def _comment_text(text: str) -> str:
+    """`text` for a `#` line: every non-printable character escaped."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def site_lines(sites: Iterable[Site], images: Iterable[str] = ()) -> list[str]:
-    """The profile's `image` and `site` records (paths with a newline cannot
-    be written and are left out)."""
-    lines = [f"image {os.path.realpath(img)}" for img in images if "\n" not in img]
-    lines += [f"site {s.kind} {s.offset:x} {s.path}" for s in sites if "\n" not in s.path]
+    """The profile's `image` and `site` records (paths with a line break or
+    a NUL cannot be written and are left out)."""
+    lines = [f"image {os.path.realpath(img)}" for img in images if _writable_path(img)]
+    lines += [f"site {s.kind} {s.offset:x} {s.path}" for s in sites if _writable_path(s.path)]
     return lines
 
 
@@ -364,8 +388,10 @@ def write_profile(
     are the images whose sites were searched: an executable mapping of any
     other file is reported by the tracer as unscanned.  `block_images` get
     their straight-line blocks listed (see :func:`image_blocks`), which the
-    tracer runs natively inside marked regions."""
-    lines = [f"# vc-tracer profile for model {model.name} ({model.title})"]
+    tracer runs natively inside marked regions.  No value can add a line:
+    records are numbers and checked paths, the comment is escaped."""
+    title = _comment_text(f"{model.name} ({model.title})")
+    lines = [f"# vc-tracer profile for model {title}"]
     for c in model.cpuid:
         lines.append(
             f"cpuid {c.leaf:x} {c.subleaf:x} {c.eax & 0xFFFFFFFF:x} {c.ebx & 0xFFFFFFFF:x} "
@@ -375,8 +401,11 @@ def write_profile(
     lines += site_lines(sites, images)
     for img in block_images:
         real = os.path.realpath(img)
-        if "\n" in real:
+        if not _writable_path(real):
             continue
         lines.append(f"blocks {real}")
         lines += [f"b {b.offset:x} {_hex_lengths(b)}" for b in image_blocks(real)]
+    bad = next((ln for ln in lines if _LINE_BREAKING.search(ln)), None)
+    if bad is not None:  # an invariant of the code above, kept checked
+        raise ValueError(f"profile record would break a line: {bad[:80]!r}")
     path.write_text("\n".join(lines) + "\n")

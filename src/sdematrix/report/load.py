@@ -23,13 +23,15 @@ wrote its summary) the cells are rebuilt from those files, with a warning.
 
 from __future__ import annotations
 
-import json
+import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import SdeMatrixError
+from ..inputs import MAX_JSON_BYTES, JsonProblem, bounded_int, decode_json, read_text_input
 from ..mix import Mix, MixCounts
 from ..models import DIRECTIONS, MODES
 
@@ -147,7 +149,7 @@ class CellResult:
                 if isinstance(data, dict):
                     try:
                         self._mix = Mix.from_json(data)
-                    except (KeyError, TypeError, ValueError, AttributeError) as e:
+                    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
                         self._warnings.append(
                             f"{self.mix_file}: not a normalised mix ({type(e).__name__}); ignored"
                         )
@@ -161,8 +163,8 @@ class CellResult:
         s = self.mix_summary
         if not s:
             return None
-        mc = MixCounts(total=int(s.get("total", 0)))
-        mc.isa_set.update({k: int(v) for k, v in (s.get("top_isa_sets") or {}).items()})
+        mc = MixCounts(total=_as_int(s.get("total", 0)) or 0)
+        mc.isa_set.update(_int_map(s.get("top_isa_sets")))
         return mc
 
     @property
@@ -170,7 +172,7 @@ class CellResult:
         if self.mix is not None:
             return self.mix.overall.total
         if self.mix_summary and "total" in self.mix_summary:
-            return int(self.mix_summary["total"])
+            return _as_int(self.mix_summary["total"])
         return None
 
     @property
@@ -178,7 +180,7 @@ class CellResult:
         if self.mix is not None:
             return dict(self.mix.overall.width)
         if self.mix_summary and isinstance(self.mix_summary.get("by_width"), dict):
-            return {k: int(v) for k, v in self.mix_summary["by_width"].items()}
+            return _int_map(self.mix_summary["by_width"])
         return None
 
     @property
@@ -186,7 +188,7 @@ class CellResult:
         if self.mix is not None:
             return dict(self.mix.overall.isa_set)
         if self.mix_summary and isinstance(self.mix_summary.get("top_isa_sets"), dict):
-            return {k: int(v) for k, v in self.mix_summary["top_isa_sets"].items()}
+            return _int_map(self.mix_summary["top_isa_sets"])
         return None
 
     @property
@@ -199,7 +201,7 @@ class CellResult:
     def violations(self) -> list[Violation]:
         run = self.run
         out: list[Violation] = []
-        for v in (run or {}).get("violations") or []:
+        for v in _as_list((run or {}).get("violations")):
             if not isinstance(v, dict):
                 continue
             out.append(
@@ -342,26 +344,77 @@ def _opt_str(v: Any) -> str | None:
 
 
 def _read_json(path: Path, warnings: list[str], *, what: str) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    """A cell or mix file, or None with one warning: missing, not a regular
+    file (a FIFO is never opened blocking), too large, not UTF-8, not JSON
+    or out of bounds (see :mod:`sdematrix.inputs`)."""
+    if not _exists(path):
         warnings.append(f"{what} {path} is missing")
         return None
-    except OSError as e:
-        warnings.append(f"{what} {path} is unreadable: {e.strerror or e}")
+    try:
+        text = read_text_input(path, what=what, limit=MAX_JSON_BYTES, error=ResultsDirError)
+    except ResultsDirError as e:
+        warnings.append(f"{what} {path} is unreadable: {str(e).removeprefix(f'{path}: ')}")
         return None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        warnings.append(f"{what} {path} is not valid JSON (line {e.lineno}: {e.msg})")
+        return decode_json(text)
+    except JsonProblem as e:
+        warnings.append(f"{what} {path} is not valid JSON ({e})")
         return None
+
+
+def _exists(path: Path) -> bool:
+    """Whether `path` names anything (a dangling symlink too); False also for
+    a name the kernel refuses (ENAMETOOLONG, EACCES on the way)."""
+    try:
+        os.lstat(path)
+    except (OSError, ValueError):  # ValueError: an embedded NUL
+        return False
+    return True
 
 
 def _as_int(v: Any) -> int | None:
+    """An int from a JSON value, None for anything else (bounded: a bool, a
+    float out of range, a 5,000-digit string are all None)."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return bounded_int(v)
+        except ValueError:
+            return None
     try:
         return int(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
+
+
+def _as_float(v: Any) -> float:
+    """A finite float from a JSON value, else 0.0."""
+    if isinstance(v, str) and len(v) > 64:
+        return 0.0
+    try:
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return f if math.isfinite(f) else 0.0
+
+
+def _as_dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _as_list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
+def _int_map(v: Any) -> dict[str, int]:
+    """{str: int} from a JSON object, entries that are not counts dropped."""
+    out: dict[str, int] = {}
+    for k, n in _as_dict(v).items():
+        i = _as_int(n)
+        if i is not None:
+            out[str(k)] = i
+    return out
 
 
 def _split_name(name: str) -> tuple[str, str, str, int | None, int | None]:
@@ -383,11 +436,11 @@ def _cell_from_json(d: dict[str, Any], root: Path, files: dict[str, Any] | None)
     if not name:
         name = f"{cpu}.{mode}.{direction}.{d.get('key_bits')}.{d.get('length')}"
     files = files or {}
-    cell_rel = files.get("cell") or f"cells/{name}.json"
-    mix_rel = files.get("mix")
+    cell_rel = files.get("cell") if isinstance(files.get("cell"), str) else f"cells/{name}.json"
+    mix_rel = files.get("mix") if isinstance(files.get("mix"), str) else None
     if mix_rel is None and "files" not in d:
         guess = root / "mix" / f"{name}.mix.json"
-        mix_rel = str(guess.relative_to(root)) if guess.is_file() else None
+        mix_rel = str(guess.relative_to(root)) if _exists(guess) else None
     summary = d.get("mix_summary")
     reasons = d.get("reasons") or []
     return CellResult(
@@ -403,7 +456,7 @@ def _cell_from_json(d: dict[str, Any], root: Path, files: dict[str, Any] | None)
         expected_path=_opt_str(d.get("expected_path")),
         backend=_opt_str(d.get("backend")),
         backend_version=_opt_str(d.get("backend_version")),
-        duration_s=float(d.get("duration_s") or 0.0),
+        duration_s=_as_float(d.get("duration_s")),
         digest=_opt_str(d.get("digest")),
         expected_digest=_opt_str(d.get("expected_digest")),
         output_tail=str(d.get("output_tail") or ""),
@@ -439,8 +492,13 @@ def _rebuild_from_cells(root: Path, warnings: list[str]) -> list[CellResult]:
 def load_results(directory: str | Path) -> RunResults:
     """Read `directory`; raise :class:`ResultsDirError` (one line) if it is not one."""
     root = Path(directory)
-    if not root.exists():
-        raise ResultsDirError(f"results directory {root} does not exist")
+    try:
+        os.stat(root)
+    except FileNotFoundError:
+        raise ResultsDirError(f"results directory {root} does not exist") from None
+    except (OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) else str(e)
+        raise ResultsDirError(f"cannot read results directory {root}: {why}") from None
     if not root.is_dir():
         raise ResultsDirError(f"{root} is not a directory (expected an sdematrix results dir)")
     warnings: list[str] = []
@@ -456,18 +514,18 @@ def load_results(directory: str | Path) -> RunResults:
             f"{root} is not an sdematrix results directory (no results.json; "
             "make one with 'sdematrix run --out DIR')"
         )
+    text = read_text_input(results_file, what="results.json", limit=MAX_JSON_BYTES,
+                           error=ResultsDirError)  # fmt: skip
     try:
-        data = json.loads(results_file.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ResultsDirError(f"cannot read {results_file}: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        where = f"line {e.lineno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else str(e)
-        raise ResultsDirError(f"{results_file} is not valid JSON ({where})") from None
+        data = decode_json(text)
+    except JsonProblem as e:
+        raise ResultsDirError(f"{results_file} is not valid JSON ({e})") from None
     if not isinstance(data, dict):
         raise ResultsDirError(f"{results_file} is not a JSON object")
     schema = data.get("schema")
     if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
-        raise ResultsDirError(f"{results_file} has schema {schema!r}, expected '{SCHEMA_PREFIX}1'")
+        shown = repr(schema) if len(repr(schema)) <= 60 else repr(schema)[:57] + "..."
+        raise ResultsDirError(f"{results_file} has schema {shown}, expected '{SCHEMA_PREFIX}1'")
     raw_cells = data.get("cells")
     if not isinstance(raw_cells, list):
         raise ResultsDirError(f"{results_file} has no 'cells' list")
@@ -480,12 +538,12 @@ def load_results(directory: str | Path) -> RunResults:
         files = d.get("files") if isinstance(d.get("files"), dict) else None
         cells.append(_cell_from_json(d, root, files))
     seen = {c.name for c in cells}
-    for name in data.get("not_run") or []:
+    for name in _as_list(data.get("not_run")):
         if isinstance(name, str) and name not in seen:
             cells.append(_not_run_cell(name))
 
     models: dict[str, ModelInfo] = {}
-    for cpu, m in (data.get("models") or {}).items():
+    for cpu, m in _as_dict(data.get("models")).items():
         m = m if isinstance(m, dict) else {}
         models[str(cpu)] = ModelInfo(
             name=str(cpu),

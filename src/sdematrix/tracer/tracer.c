@@ -275,18 +275,27 @@ static void load_profile(const char *path)
     FILE *f = fopen(path, "r");
     if (!f)
         die("cannot open profile %s: %s", path, strerror(errno));
-    char line[4608], where[4200];
+    /* getline, not a fixed buffer: a record longer than a buffer (a long
+     * path, a block of thousands of instructions) must not be cut, because
+     * its tail would then be read as a record of its own.  A NUL inside a
+     * line would hide the rest of it from the string functions: refused. */
+    char *line = NULL, where[4200];
+    size_t cap = 0;
+    ssize_t got;
     int lineno = 0;
-    while (fgets(line, sizeof line, f)) {
+    while ((got = getline(&line, &cap, f)) >= 0) {
         lineno++;
-        size_t n = strlen(line);
+        size_t n = (size_t)got;
+        snprintf(where, sizeof where, "%.4096s:%d", path, lineno);
+        if (strlen(line) != n)
+            die("%s: NUL byte in a profile record", where);
         while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
             line[--n] = 0;
         if (!n || line[0] == '#')
             continue;
-        snprintf(where, sizeof where, "%.4096s:%d", path, lineno);
         profile_record(line, where);
     }
+    free(line);
     fclose(f);
     if (!have_xcr0)
         die("%s: no xcr0 record", path);
