@@ -111,9 +111,9 @@ def parse_profile(text: str) -> dict[tuple[int, int], tuple[int, int, int, int]]
 
 
 @cache
-def host_cpuid() -> HostCpuid | None:
-    """This host's CPUID leaves (``vc-tracer --host-profile``), None when the
-    tracer cannot say (not built, not x86-64)."""
+def _host_profile_text() -> str | None:
+    """``vc-tracer --host-profile`` once per process, None when the tracer
+    cannot say (not built, not x86-64)."""
     from .backends.ptrace import tracer_path
 
     tracer = tracer_path()
@@ -124,8 +124,27 @@ def host_cpuid() -> HostCpuid | None:
                            timeout=30, check=False)  # fmt: skip
     except (OSError, subprocess.SubprocessError):
         return None
-    leaves = parse_profile(p.stdout) if p.returncode == 0 else {}
+    return p.stdout if p.returncode == 0 else None
+
+
+def host_cpuid() -> HostCpuid | None:
+    """This host's CPUID leaves (``vc-tracer --host-profile``), None when the
+    tracer cannot say (not built, not x86-64)."""
+    text = _host_profile_text()
+    leaves = parse_profile(text) if text else {}
     return leaves or None
+
+
+def host_xcr0() -> int | None:
+    """This host's real XCR0 (the ``xcr0`` line of ``--host-profile``)."""
+    for line in (_host_profile_text() or "").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "xcr0":
+            try:
+                return int(parts[1], 16)
+            except ValueError:
+                return None
+    return None
 
 
 def _has(leaves: HostCpuid, where: tuple[int, int, str, int]) -> bool:

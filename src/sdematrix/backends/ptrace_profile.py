@@ -40,7 +40,9 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
+from ..host_isa import host_cpuid, host_xcr0
 from ..models import CpuModel
+from .xsave_room import xsave_safe_cpuid
 
 T = TypeVar("T")
 
@@ -392,7 +394,9 @@ def write_profile(
     records are numbers and checked paths, the comment is escaped."""
     title = _comment_text(f"{model.name} ({model.title})")
     lines = [f"# vc-tracer profile for model {title}"]
-    for c in model.cpuid:
+    # leaf 0DH's XSAVE sizes never below what this host's hardware writes
+    # (xsave_room: glibc's trampoline otherwise overflows its stack area)
+    for c in xsave_safe_cpuid(model.cpuid, host_cpuid(), host_xcr0()):
         lines.append(
             f"cpuid {c.leaf:x} {c.subleaf:x} {c.eax & 0xFFFFFFFF:x} {c.ebx & 0xFFFFFFFF:x} "
             f"{c.ecx & 0xFFFFFFFF:x} {c.edx & 0xFFFFFFFF:x}"
