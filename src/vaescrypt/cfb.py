@@ -151,6 +151,9 @@ class CfbStream:
     (not the AESCFB, whose key may be replaced while the stream lives) and
     takes the segment size from it.  One thread at a time: a call made while
     another thread is inside the stream raises ConcurrentUseError.
+    After fork(), a stream that another thread was inside at that moment is
+    incomplete in the child and raises StreamStateError there (start a new
+    one); idle streams work in the child as in the parent.
 
     As for the GCM streams, every public method checks that it runs on a
     CfbStream, and the key is kept as _keyref (a stream is not a key)."""

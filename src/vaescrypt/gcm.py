@@ -177,6 +177,9 @@ class _GcmStream:
     __init__ run again) while the stream lives -- and takes the tag length
     from it.  One thread at a time: a call made while another thread is
     inside the stream raises ConcurrentUseError (the C library's busy flag).
+    After fork(), a stream that another thread was inside at that moment is
+    incomplete in the child and raises StreamStateError there (start a new
+    one); idle streams work in the child as in the parent.
 
     Every public method first checks that it was called on a stream of its
     own class (GcmEncryptor.finalize(a_decryptor) is a TypeError): the C
