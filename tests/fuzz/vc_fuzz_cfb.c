@@ -219,6 +219,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     cfb_case c;
+    fz_enter();
     parse(data, size, &c);
     fz_buf ref = fz_buf_new(c.nbytes, c.off), out = fz_buf_new(c.nbytes, c.off);
     vc_cfb_key *keys[VC_PATH_COUNT] = {0};
@@ -231,6 +232,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_buf_free(&ref);
     fz_buf_free(&out);
     case_free(&c);
-    fz_execs++;
+    fz_leave();
     return 0;
 }
