@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-pkgs=(gcc libc6-dev binutils make qemu-user debootstrap chromium valgrind xz-utils curl clang libclang-rt-14-dev openssl)
+pkgs=(gcc libc6-dev binutils make qemu-user debootstrap chromium valgrind xz-utils curl clang libclang-rt-14-dev openssl libssl-dev)
 command -v dockerd >/dev/null || pkgs+=(docker.io)   # the engine; a bare client (often preinstalled) is not enough
 missing=()
 for p in "${pkgs[@]}"; do

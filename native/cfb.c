@@ -22,6 +22,7 @@
 #include "front.h"
 
 struct vc_cfb_key {
+    uint32_t magic; /* VC_MAGIC_CFB_KEY, first: see vc_kind_is */
     vc_aes_key aes;
     const vc_tier *tier[VC_DIR_COUNT];
     int status[VC_DIR_COUNT];
@@ -30,6 +31,7 @@ struct vc_cfb_key {
 };
 
 struct vc_cfb_stream {
+    uint32_t magic;               /* VC_MAGIC_CFB_STREAM (0 in a one-shot's frame) */
     alignas(16) uint8_t fb[16];   /* feedback register (IV, then ciphertext) */
     alignas(16) uint8_t ks[16];   /* CFB128: keystream of the open segment */
     alignas(16) uint8_t cbuf[16]; /* CFB128: ciphertext of the open segment */
@@ -40,6 +42,18 @@ struct vc_cfb_stream {
     int ended;                    /* CFB1: a partial byte closed the stream */
     vc_busy busy;                 /* streams: set while a call runs */
 };
+
+/* As in gcm.c: VC_OK, VC_ERR_ARGUMENT (NULL) or VC_ERR_OBJECT (another
+ * kind of object, or freed), checked before any other member is read. */
+static int key_ok(const vc_cfb_key *k)
+{
+    return !k ? VC_ERR_ARGUMENT : vc_kind_is(k, VC_MAGIC_CFB_KEY) ? VC_OK : VC_ERR_OBJECT;
+}
+
+static int stream_ok(const vc_cfb_stream *s)
+{
+    return !s ? VC_ERR_ARGUMENT : vc_kind_is(s, VC_MAGIC_CFB_STREAM) ? VC_OK : VC_ERR_OBJECT;
+}
 
 static int mode_for_segment(int segment_bits)
 {
@@ -73,6 +87,7 @@ int vc_cfb_key_new(vc_cfb_key **out, const uint8_t *key, size_t key_len, int seg
     vc_cfb_key *k = vc_front_alloc(sizeof *k);
     if (!k)
         return VC_ERR_NOMEM;
+    k->magic = VC_MAGIC_CFB_KEY;
     k->mode = mode;
     const vc_tier *first = NULL;
     for (int d = 0; d < VC_DIR_COUNT; d++) {
@@ -91,14 +106,19 @@ int vc_cfb_key_new(vc_cfb_key **out, const uint8_t *key, size_t key_len, int seg
     return VC_OK;
 }
 
+/* Another kind of object is not freed (see vc_gcm_key_free). */
 void vc_cfb_key_free(vc_cfb_key *k)
 {
-    vc_front_free(k, sizeof *k);
+    if (key_ok(k) == VC_OK)
+        vc_front_free(k, sizeof *k);
 }
 
 int vc_cfb_key_path(const vc_cfb_key *k, int dir)
 {
-    if (!k || dir < 0 || dir >= VC_DIR_COUNT)
+    const int st = key_ok(k);
+    if (st != VC_OK)
+        return st;
+    if (dir < 0 || dir >= VC_DIR_COUNT)
         return VC_ERR_ARGUMENT;
     return k->path[dir];
 }
@@ -106,7 +126,7 @@ int vc_cfb_key_path(const vc_cfb_key *k, int dir)
 static void stream_init(vc_cfb_stream *s, const vc_cfb_key *k, int dir, const uint8_t iv[16])
 {
     memset(s, 0, sizeof *s);
-    atomic_flag_clear(&s->busy); /* the portable way to say "free" */
+    vc_busy_init(&s->busy);
     memcpy(s->fb, iv, 16);
     s->k = k;
     s->t = k->tier[dir];
@@ -184,7 +204,10 @@ static void stream_run(vc_cfb_stream *s, const uint8_t *in, uint8_t *out, size_t
 static int one_shot(const vc_cfb_key *k, int dir, const uint8_t iv[16], const uint8_t *in,
                     uint8_t *out, size_t len)
 {
-    if (!k || !iv)
+    const int kst = key_ok(k);
+    if (kst != VC_OK)
+        return kst;
+    if (!iv)
         return VC_ERR_ARGUMENT;
     if ((!in || !out) && len)
         return VC_ERR_ARGUMENT;
@@ -216,35 +239,42 @@ int vc_cfb_stream_new(vc_cfb_stream **out, const vc_cfb_key *k, int dir, const u
     if (!out)
         return VC_ERR_ARGUMENT;
     *out = NULL;
-    if (!k || !iv || dir < 0 || dir >= VC_DIR_COUNT)
+    const int kst = key_ok(k);
+    if (kst != VC_OK)
+        return kst;
+    if (!iv || dir < 0 || dir >= VC_DIR_COUNT)
         return VC_ERR_ARGUMENT;
     if (k->status[dir] != VC_OK)
         return k->status[dir];
     vc_cfb_stream *s = vc_front_alloc(sizeof *s);
     if (!s)
         return VC_ERR_NOMEM;
+    vc_fork_watch();
     stream_init(s, k, dir, iv);
+    s->magic = VC_MAGIC_CFB_STREAM;
     *out = s;
     return VC_OK;
 }
 
 void vc_cfb_stream_free(vc_cfb_stream *s)
 {
-    vc_front_free(s, sizeof *s);
+    if (stream_ok(s) == VC_OK) /* another kind: not freed, see vc_gcm_key_free */
+        vc_front_free(s, sizeof *s);
 }
 
 int vc_cfb_stream_update(vc_cfb_stream *s, const uint8_t *in, uint8_t *out, size_t len)
 {
-    if (!s)
-        return VC_ERR_ARGUMENT;
+    int st = stream_ok(s);
+    if (st != VC_OK)
+        return st;
     if ((!in || !out) && len)
         return VC_ERR_ARGUMENT;
     if (vc_overlap_partial(in, out, byte_len(s->k, len)))
         return VC_ERR_OVERLAP;
     /* one caller at a time: a concurrent call is refused, changes nothing */
-    if (!vc_busy_enter(&s->busy))
-        return VC_ERR_STATE;
-    int st = VC_ERR_STATE;
+    if ((st = vc_busy_enter(&s->busy)) != VC_OK)
+        return st;
+    st = VC_ERR_STATE;
     if (!s->ended) {
         stream_run(s, in, out, len);
         st = VC_OK;

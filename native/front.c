@@ -2,10 +2,42 @@
  * front.c - path -> tier table, "is this operation built?", path resolution
  * for the mode front-ends, status messages and the version string.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "front.h"
+
+/* ------------------------------------------------- fork generation -- */
+
+/* 0 in a process that never forked; +1 in each child (see vc_busy in
+ * front.h).  Written only by the atfork child handler, which runs in the
+ * child's one thread before fork() returns there; read relaxed: a thread the
+ * child starts later is ordered after it by pthread_create. */
+static _Atomic unsigned long fork_generation;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+    atomic_fetch_add_explicit(&fork_generation, 1ul, memory_order_relaxed);
+}
+
+static void fork_register(void)
+{
+    /* If registration fails (ENOMEM) a child after a fork mid-call reports
+     * VC_ERR_STATE as before: no worse than without the handler. */
+    (void)pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+void vc_fork_watch(void)
+{
+    (void)pthread_once(&fork_once, fork_register);
+}
+
+unsigned long vc_fork_generation(void)
+{
+    return atomic_load_explicit(&fork_generation, memory_order_relaxed);
+}
 
 static const vc_tier *const tiers[VC_PATH_COUNT] = {
     [VC_PATH_GENERIC] = &vc_tier_generic,
@@ -98,6 +130,11 @@ const char *vc_status_message(int status)
     case VC_ERR_CPU_MASK: return "VAESCRYPT_CPU_MASK is invalid";
     case VC_ERR_OVERLAP:
         return "input and output buffers overlap partially (only exact in-place is allowed)";
+    case VC_ERR_OBJECT:
+        return "object of the wrong kind (e.g. a CFB key where a GCM key belongs), or freed";
+    case VC_ERR_FORKED:
+        return "stream was inside a call in another thread when the process forked: "
+               "its state is incomplete in this process (start a new stream)";
     default: return "unknown status";
     }
 }

@@ -21,6 +21,7 @@
 #include "front.h"
 
 struct vc_gcm_key {
+    uint32_t magic;         /* VC_MAGIC_GCM_KEY, first: see vc_kind_is */
     vc_aes_key aes;
     vc_ghash_key gh[2];     /* gh[1] used only when enc and dec tiers differ */
     const vc_tier *tier[VC_DIR_COUNT];
@@ -61,9 +62,23 @@ static inline unsigned nbuf_get(const gcm_ctx *c)
 }
 
 struct vc_gcm_stream {
+    uint32_t magic; /* VC_MAGIC_GCM_STREAM, first: see vc_kind_is */
     gcm_ctx c;
-    vc_busy busy; /* set while a call runs: see vc_busy_enter */
+    vc_busy busy;   /* set while a call runs: see vc_busy_enter */
 };
+
+/* VC_OK for a live GCM key; VC_ERR_ARGUMENT for NULL; VC_ERR_OBJECT for
+ * anything else (another kind of object, a freed key).  Every entry point
+ * that takes a key runs this before reading any other member. */
+static int key_ok(const vc_gcm_key *k)
+{
+    return !k ? VC_ERR_ARGUMENT : vc_kind_is(k, VC_MAGIC_GCM_KEY) ? VC_OK : VC_ERR_OBJECT;
+}
+
+static int stream_ok(const vc_gcm_stream *s)
+{
+    return !s ? VC_ERR_ARGUMENT : vc_kind_is(s, VC_MAGIC_GCM_STREAM) ? VC_OK : VC_ERR_OBJECT;
+}
 
 static int tag_len_ok(size_t n)
 {
@@ -108,6 +123,7 @@ int vc_gcm_key_new(vc_gcm_key **out, const uint8_t *key, size_t key_len, int imp
     vc_gcm_key *k = vc_front_alloc(sizeof *k);
     if (!k)
         return VC_ERR_NOMEM;
+    k->magic = VC_MAGIC_GCM_KEY;
 
     /* Every tier that will touch the key runs its own setkey: the round
      * keys are identical in all tiers, and a tier may add private material
@@ -149,14 +165,21 @@ int vc_gcm_key_new(vc_gcm_key **out, const uint8_t *key, size_t key_len, int imp
     return VC_OK;
 }
 
+/* An object of another kind is not freed: freeing it with this size would
+ * zero past its end (or leave part of it unwiped); leaking it is the lesser
+ * harm, and only a caller that already confused two objects gets there. */
 void vc_gcm_key_free(vc_gcm_key *k)
 {
-    vc_front_free(k, sizeof *k);
+    if (key_ok(k) == VC_OK)
+        vc_front_free(k, sizeof *k);
 }
 
 int vc_gcm_key_path(const vc_gcm_key *k, int dir)
 {
-    if (!k || dir < 0 || dir >= VC_DIR_COUNT)
+    const int st = key_ok(k);
+    if (st != VC_OK)
+        return st;
+    if (dir < 0 || dir >= VC_DIR_COUNT)
         return VC_ERR_ARGUMENT;
     return k->path[dir];
 }
@@ -178,7 +201,10 @@ static void ghash_padded(gcm_ctx *c, uint8_t X[16], const uint8_t *p, size_t len
 
 static int ctx_init(gcm_ctx *c, const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_len)
 {
-    if (!k || dir < 0 || dir >= VC_DIR_COUNT)
+    const int kst = key_ok(k);
+    if (kst != VC_OK)
+        return kst;
+    if (dir < 0 || dir >= VC_DIR_COUNT)
         return VC_ERR_ARGUMENT;
     if (k->status[dir] != VC_OK)
         return k->status[dir];
@@ -374,8 +400,8 @@ static int one_shot(const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_l
     alignas(16) uint8_t full[16];
     int st;
 
-    if (!k)
-        return VC_ERR_ARGUMENT;
+    if ((st = key_ok(k)) != VC_OK)
+        return st;
     if ((!in || !out) && len)
         return VC_ERR_ARGUMENT;
     if (!aad && aad_len)
@@ -447,8 +473,10 @@ int vc_gcm_stream_new(vc_gcm_stream **out, const vc_gcm_key *k, int dir, const u
         ctx_wipe(&c);
         return VC_ERR_NOMEM;
     }
+    vc_fork_watch();
+    s->magic = VC_MAGIC_GCM_STREAM;
     s->c = c;
-    atomic_flag_clear(&s->busy);
+    vc_busy_init(&s->busy);
     ctx_wipe(&c);
     *out = s;
     return VC_OK;
@@ -456,7 +484,8 @@ int vc_gcm_stream_new(vc_gcm_stream **out, const vc_gcm_key *k, int dir, const u
 
 void vc_gcm_stream_free(vc_gcm_stream *s)
 {
-    vc_front_free(s, sizeof *s);
+    if (stream_ok(s) == VC_OK) /* another kind: not freed, see vc_gcm_key_free */
+        vc_front_free(s, sizeof *s);
 }
 
 /* Each stream call runs under the stream's busy flag: a call that finds it
@@ -464,24 +493,26 @@ void vc_gcm_stream_free(vc_gcm_stream *s)
  * nothing. */
 int vc_gcm_stream_aad(vc_gcm_stream *s, const uint8_t *aad, size_t len)
 {
-    if (!s)
-        return VC_ERR_ARGUMENT;
-    if (!vc_busy_enter(&s->busy))
-        return VC_ERR_STATE;
-    const int st = ctx_aad(&s->c, aad, len);
+    int st = stream_ok(s);
+    if (st != VC_OK)
+        return st;
+    if ((st = vc_busy_enter(&s->busy)) != VC_OK)
+        return st;
+    st = ctx_aad(&s->c, aad, len);
     vc_busy_leave(&s->busy);
     return st;
 }
 
 int vc_gcm_stream_update(vc_gcm_stream *s, const uint8_t *in, uint8_t *out, size_t len)
 {
-    if (!s)
-        return VC_ERR_ARGUMENT;
+    int st = stream_ok(s);
+    if (st != VC_OK)
+        return st;
     if (vc_overlap_partial(in, out, len))
         return VC_ERR_OVERLAP;
-    if (!vc_busy_enter(&s->busy))
-        return VC_ERR_STATE;
-    const int st = ctx_update(&s->c, in, out, len);
+    if ((st = vc_busy_enter(&s->busy)) != VC_OK)
+        return st;
+    st = ctx_update(&s->c, in, out, len);
     vc_busy_leave(&s->busy);
     return st;
 }
@@ -493,11 +524,13 @@ int vc_gcm_stream_update(vc_gcm_stream *s, const uint8_t *in, uint8_t *out, size
 int vc_gcm_stream_finish(vc_gcm_stream *s, uint8_t *tag, size_t tag_len)
 {
     uint8_t full[16];
-    if (!s || !tag)
+    int st = stream_ok(s);
+    if (st != VC_OK)
+        return st;
+    if (!tag)
         return VC_ERR_ARGUMENT;
-    if (!vc_busy_enter(&s->busy))
-        return VC_ERR_STATE;
-    int st = VC_OK;
+    if ((st = vc_busy_enter(&s->busy)) != VC_OK)
+        return st;
     if (s->c.phase == PHASE_DONE) {
         st = VC_ERR_STATE;
     } else if (!tag_len_ok(tag_len)) {

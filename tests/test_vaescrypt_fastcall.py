@@ -328,8 +328,9 @@ def test_fast_method_behaves_like_the_python_method() -> None:
         pass
 
     assert Sub(bytes(16), tag_length=12).encrypt(n, d, None) == want
-    # Not an AESGCM: the Python method reports it, nothing crashes.
-    with pytest.raises(AttributeError):
+    # Not an AESGCM: the Python method reports it (a TypeError naming both
+    # classes since issue 27; it was an AttributeError), nothing crashes.
+    with pytest.raises(TypeError, match="expected AESGCM, got object"):
         vaescrypt.AESGCM.encrypt(object(), n, d, None)
     with pytest.raises(TypeError):
         g.encrypt(n, d)  # missing argument: the Python method's TypeError

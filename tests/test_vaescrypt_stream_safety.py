@@ -24,6 +24,9 @@ from vaescrypt._native import ffi, lib
 import vaescrypt
 from vaescrypt import AESCFB, AESGCM, ConcurrentUseError, InvalidTag, StreamStateError
 
+# Every stream starts with its 4-byte kind tag (native/front.h, vc_kind_is),
+# padded to the 16-byte alignment of what follows: the context starts here.
+CTX = 16
 KEY1 = bytes(range(1, 33))
 KEY2 = bytes(range(101, 133))
 NONCE = bytes(range(12))
@@ -225,22 +228,24 @@ def test_concurrent_use_error_is_a_stream_state_error() -> None:
 def test_c_stream_call_while_busy_is_vc_err_state_and_changes_nothing() -> None:
     """C level: the busy flag is the first word after the context; a call
     that finds it set returns VC_ERR_STATE and leaves the stream untouched.
-    The flag is set here by hand (as another thread inside would)."""
+    The flag is set here by hand (as another thread inside would: the value
+    2g+1 for fork generation g = 0, a process that never forked)."""
     g = AESGCM(KEY1)
     sp = ffi.new("vc_gcm_stream **")
     assert lib.vc_gcm_stream_new(sp, g._key, 0, NONCE, 12) == 0
     s = ffi.gc(sp[0], lib.vc_gcm_stream_free)
     raw = ffi.cast("uint8_t *", s)
-    before = bytes(ffi.buffer(raw, 144))
-    # gcm_ctx is 144 bytes (five 16-byte blocks, three pointers, two ints,
-    # nbuf, two uint64 lengths, 16-byte aligned); busy follows it.
-    raw[144] = 1
+    before = bytes(ffi.buffer(raw, CTX + 144))
+    # The kind tag (padded to 16), then gcm_ctx: 144 bytes (five 16-byte
+    # blocks, three pointers, two ints, nbuf, two uint64 lengths, 16-byte
+    # aligned); busy follows it.
+    raw[CTX + 144] = 1
     out = ffi.new("uint8_t[5]")
     assert lib.vc_gcm_stream_update(s, b"hello", out, 5) == lib.VC_ERR_STATE
     assert lib.vc_gcm_stream_aad(s, b"a", 1) == lib.VC_ERR_STATE
     assert lib.vc_gcm_stream_finish(s, ffi.new("uint8_t[16]"), 16) == lib.VC_ERR_STATE
-    assert bytes(ffi.buffer(raw, 144)) == before and bytes(out) == bytes(5)
-    raw[144] = 0
+    assert bytes(ffi.buffer(raw, CTX + 144)) == before and bytes(out) == bytes(5)
+    raw[CTX + 144] = 0
     assert lib.vc_gcm_stream_update(s, b"hello", out, 5) == lib.VC_OK
     assert bytes(x ^ y for x, y in zip(bytes(out), b"hello", strict=True)) == (
         _gcm_tag_of_zeros(KEY1, 5)[0])
@@ -268,10 +273,11 @@ def _find_index(raw: object, lo: int, hi: int, step: Callable[[], None],
 @pytest.mark.parametrize(
     ("cls", "start", "lo", "hi", "past_buf"),
     [
-        # nbuf lives in [80, 144); buf + 40 is the GHASH key pointer
-        (AESGCM, (NONCE, 12), 80, 144, (40, 24)),
-        # num lives in [48, 80); cbuf + 16 is the key pointer
-        (AESCFB, (IV,), 48, 80, (16, 16)),
+        # after the kind tag (CTX bytes): nbuf lives in [80, 144) of the
+        # context; buf + 40 is the GHASH key pointer
+        (AESGCM, (NONCE, 12), CTX + 80, CTX + 144, (40, 24)),
+        # num lives in [48, 80) after the tag; cbuf + 16 is the key pointer
+        (AESCFB, (IV,), CTX + 48, CTX + 80, (16, 16)),
     ],
 )
 def test_partial_block_index_is_bounded(cls: type, start: tuple[object, ...], lo: int,
@@ -432,14 +438,15 @@ def test_c_one_shots_refuse_partial_overlap() -> None:
 
 @pytest.mark.parametrize("direction", ["encrypt", "decrypt", "decrypt-forged"])
 def test_gcm_finish_wipes_ekj0_and_ghash_state(direction: str) -> None:
-    """The first 80 bytes of a GCM stream are X (GHASH accumulator), the
-    counter, E_K(J0), the partial block and its keystream (gcm.c asserts this
-    layout: GCM_CTX_SECRET_BYTES).  After finalize they must all be zero."""
+    """The first 80 bytes of a GCM stream's context (after the kind tag) are
+    X (GHASH accumulator), the counter, E_K(J0), the partial block and its
+    keystream (gcm.c asserts this layout: GCM_CTX_SECRET_BYTES).  After
+    finalize they must all be zero."""
     g = AESGCM(KEY1)
     ct, tag = ref.gcm_encrypt(KEY1, NONCE, bytes(21), b"aad")
     stream = g.encryptor(NONCE, b"aad") if direction == "encrypt" else g.decryptor(NONCE, b"aad")
     stream.update(bytes(21) if direction == "encrypt" else ct)
-    raw = ffi.cast("uint8_t *", stream._s)
+    raw = ffi.cast("uint8_t *", stream._s) + CTX
     secret = bytes(ffi.buffer(raw, 80))
     assert all(any(secret[i:i + 16]) for i in (0, 16, 32, 48, 64)), "control: state is live"
     if direction == "encrypt":

@@ -3,7 +3,16 @@
  * run-time CPU dispatch.  The one public C header of the library.
  *
  * Every function returns VC_OK (0) or a negative vc_status.  Objects are
- * opaque and allocated by the library (they need 64-byte alignment).
+ * opaque and allocated by the library (they need 64-byte alignment).  Each
+ * object carries a tag naming its kind, checked by every function before
+ * anything else is read: an object of another kind (a CFB key passed as a
+ * GCM key, a stream as a key) or a freed one is VC_ERR_OBJECT, and the
+ * *_free functions leave such an object alone.
+ *
+ * fork(): a child's copies of idle streams work as in the parent.  A stream
+ * that another thread was inside when the process forked is incomplete in
+ * the child (that call stopped halfway): every call on it there returns
+ * VC_ERR_FORKED; free it and start a new one.
  */
 #ifndef VAESCRYPT_H
 #define VAESCRYPT_H
@@ -31,7 +40,11 @@ typedef enum vc_status {
     VC_ERR_NOMEM = -9,
     VC_ERR_ARGUMENT = -10,     /* bad mode/direction/segment size, NULL ptr   */
     VC_ERR_CPU_MASK = -11,     /* VAESCRYPT_CPU_MASK is invalid               */
-    VC_ERR_OVERLAP = -12       /* in and out overlap, but not exactly         */
+    VC_ERR_OVERLAP = -12,      /* in and out overlap, but not exactly         */
+    VC_ERR_OBJECT = -13,       /* not an object of the kind the call takes
+                                  (a CFB key given as a GCM key ...), or freed */
+    VC_ERR_FORKED = -14        /* a stream another thread was inside when the
+                                  process forked: incomplete in this process  */
 } vc_status;
 
 const char *vc_status_message(int status);

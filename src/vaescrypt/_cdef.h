@@ -100,7 +100,9 @@ typedef enum vc_status {
     VC_ERR_NOMEM = -9,
     VC_ERR_ARGUMENT = -10,
     VC_ERR_CPU_MASK = -11,
-    VC_ERR_OVERLAP = -12
+    VC_ERR_OVERLAP = -12,
+    VC_ERR_OBJECT = -13,
+    VC_ERR_FORKED = -14
 } vc_status;
 
 const char *vc_status_message(int status);

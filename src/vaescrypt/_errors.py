@@ -79,4 +79,8 @@ def _raise(status: int, what: str) -> NoReturn:
         raise StreamStateError(msg)
     if status == lib.VC_ERR_NOMEM:
         raise MemoryError(msg)
+    if status == lib.VC_ERR_OBJECT:
+        raise TypeError(msg)
+    if status == lib.VC_ERR_FORKED:
+        raise StreamStateError(msg)
     raise ValueError(msg)

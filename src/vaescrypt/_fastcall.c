@@ -289,8 +289,18 @@ static PyObject *keyref_param(PyObject *o, void *closure)
     return PyLong_FromLong(((KeyRef *)o)->param);
 }
 
+/* The key's kind (KEY_GCM / KEY_CFB): the Python layer checks it wherever it
+ * turns addr into a typed pointer, so a CFB key never reaches a GCM function
+ * (the library checks its own tag as well: VC_ERR_OBJECT). */
+static PyObject *keyref_kind(PyObject *o, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLong(((KeyRef *)o)->kind);
+}
+
 static PyGetSetDef keyref_getset[] = {
     {"addr", keyref_addr, NULL, "address of the native key (an int)", NULL},
+    {"kind", keyref_kind, NULL, "KEY_GCM or KEY_CFB", NULL},
     {"param", keyref_param, NULL, "GCM: the tag length; CFB: the segment size in bits", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -4,7 +4,7 @@ _fastcall, and making a key (argument checks, then a _fastcall.KeyRef)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from vaescrypt import _fastcall
 from vaescrypt._buffers import as_view
@@ -60,3 +60,34 @@ def make_key(kind: int, cls_name: str, key: object, impl: str | None, param_name
     if type(ref) is int:
         raise_for_status(ref, f"{cls_name}({param_name}={param}, impl={impl!r})")
     return ref
+
+
+_KeyRef = _fastcall.KeyRef
+_CLASS_NAME = {_fastcall.KEY_GCM: "AESGCM", _fastcall.KEY_CFB: "AESCFB"}
+#: kind -> the class whose objects hold such keys (gcm.py / cfb.py register)
+KEY_CLASSES: dict[int, type] = {}
+
+
+def key_ref(owner: object, kind: int, what: str) -> Any:
+    """owner's KeyRef, checked to hold a key of this kind: the one place where
+    a Python object becomes the native key a C call reads.  Anything else --
+    an AESCFB given to a GCM method, a stream, None -- is a TypeError here,
+    before any address reaches C (which also checks: VC_ERR_OBJECT).  An
+    object of the right class without a key (__init__ never ran) is an
+    AttributeError, as the missing attribute always was."""
+    try:
+        ref = owner._ref  # type: ignore[attr-defined]
+    except AttributeError:
+        ref = None
+    if type(ref) is _KeyRef and ref.kind == kind:
+        return ref
+    cls = KEY_CLASSES.get(kind)
+    if ref is None and cls is not None and isinstance(owner, cls):
+        raise AttributeError(f"{what}: this {cls.__name__} has no key (__init__ did not run)")
+    wrong_self(owner, _CLASS_NAME[kind], what)
+
+
+def wrong_self(obj: object, cls_name: str, what: str) -> NoReturn:
+    """The TypeError for a method called on an object of another class
+    (AESCFB.encrypt(an_aesgcm, ...), GcmEncryptor.finalize(a_decryptor))."""
+    raise TypeError(f"{what}: expected {cls_name}, got {type(obj).__name__}")

@@ -7,7 +7,7 @@ from typing import Any
 from vaescrypt import _fastcall
 from vaescrypt._buffers import as_view, cbuf, writable_view
 from vaescrypt._errors import StreamStateError, raise_for_status, raise_for_stream_status
-from vaescrypt._key import bind, make_key
+from vaescrypt._key import KEY_CLASSES, bind, key_ref, make_key, wrong_self
 from vaescrypt._names import dir_id, path_name
 from vaescrypt._native import ffi, lib
 from vaescrypt._scratch import U8, result, take
@@ -17,6 +17,7 @@ _cfb_encrypt = lib.vc_cfb_encrypt
 _cfb_decrypt = lib.vc_cfb_decrypt
 
 _KEY_P = ffi.typeof("vc_cfb_key *")
+_KIND = _fastcall.KEY_CFB
 
 # _fastcall (keys, the C methods) calls the library functions inside
 # _native, whose addresses it gets here: one library in the process.
@@ -81,29 +82,17 @@ class AESCFB:
         self._ref is this key's KeyRef: every call in this module that passes
         a key to C holds the KeyRef in a local (or a stream) instead, because
         cffi releases the GIL and another thread may re-run __init__."""
-        return ffi.cast(_KEY_P, self._ref.addr)
+        return ffi.cast(_KEY_P, key_ref(self, _KIND, "AESCFB._key").addr)
 
     @property
     def segment_size(self) -> int:
-        return self._segment_size
+        return int(key_ref(self, _KIND, "AESCFB.segment_size").param)
 
     def path(self, direction: str) -> str:
-        ref = self._ref  # held across the call: see _key
+        ref = key_ref(self, _KIND, "AESCFB.path")  # held across the call: see _key
         code = lib.vc_cfb_key_path(ffi.cast(_KEY_P, ref.addr), dir_id(direction))
         raise_for_status(min(code, 0), f"AESCFB {direction}")
         return path_name(code)
-
-    def _one_shot(self, fn: Any, iv: object, data: object, bits: int | None) -> bytes:
-        # The KeyRef is held for the whole call (cffi releases the GIL; a
-        # re-keyed owner must not free the key under it), and the length
-        # unit (bytes, or bits for CFB1) comes from that same key.
-        ref = self._ref
-        ivv = _check_iv(iv)
-        dv = as_view("data", data)
-        clen, nout = _length(ref.param, dv, bits)
-        sc = take(nout)
-        st = fn(ffi.cast(_KEY_P, ref.addr), cbuf(ivv), cbuf(dv), sc[U8], clen)
-        return result(sc, st, nout, "AESCFB")
 
     # encrypt / decrypt: complete Python methods (views, CFB1 and bits=, every
     # error) through cffi; the FastMethods after them answer the common call
@@ -114,7 +103,7 @@ class AESCFB:
         data: bytes | bytearray | memoryview,
         bits: int | None = None,
     ) -> bytes:
-        return self._one_shot(_cfb_encrypt, iv, data, bits)
+        return _one_shot(self, _cfb_encrypt, iv, data, bits, "AESCFB.encrypt")
 
     def decrypt(
         self,
@@ -122,17 +111,37 @@ class AESCFB:
         data: bytes | bytearray | memoryview,
         bits: int | None = None,
     ) -> bytes:
-        return self._one_shot(_cfb_decrypt, iv, data, bits)
+        return _one_shot(self, _cfb_decrypt, iv, data, bits, "AESCFB.decrypt")
 
     encrypt = _fastcall.FastMethod("cfb_encrypt", encrypt)  # type: ignore[assignment]
     decrypt = _fastcall.FastMethod("cfb_decrypt", decrypt)  # type: ignore[assignment]
 
     def encryptor(self, iv: bytes | bytearray | memoryview) -> CfbStream:
+        key_ref(self, _KIND, "AESCFB.encryptor")
         return CfbStream(self, 0, iv)
 
     def decryptor(self, iv: bytes | bytearray | memoryview) -> CfbStream:
+        key_ref(self, _KIND, "AESCFB.decryptor")
         return CfbStream(self, 1, iv)
 
+
+def _one_shot(owner: object, fn: Any, iv: object, data: object, bits: int | None,
+              what: str) -> bytes:
+    # A function, not a method: AESCFB.encrypt(an_aesgcm, ...) reaches here
+    # and is refused by key_ref (TypeError), not by a missing attribute.
+    # The KeyRef is held for the whole call (cffi releases the GIL; a
+    # re-keyed owner must not free the key under it), and the length unit
+    # (bytes, or bits for CFB1) comes from that same key.
+    ref = key_ref(owner, _KIND, what)
+    ivv = _check_iv(iv)
+    dv = as_view("data", data)
+    clen, nout = _length(ref.param, dv, bits)
+    sc = take(nout)
+    st = fn(ffi.cast(_KEY_P, ref.addr), cbuf(ivv), cbuf(dv), sc[U8], clen)
+    return result(sc, st, nout, "AESCFB")
+
+
+KEY_CLASSES[_KIND] = AESCFB
 
 class CfbStream:
     """Streaming CFB in one direction.  CFB128/CFB8: any chunk sizes.  CFB1:
@@ -141,11 +150,19 @@ class CfbStream:
     The C stream borrows its key, so the stream holds the key's KeyRef itself
     (not the AESCFB, whose key may be replaced while the stream lives) and
     takes the segment size from it.  One thread at a time: a call made while
-    another thread is inside the stream raises ConcurrentUseError."""
+    another thread is inside the stream raises ConcurrentUseError.
+    After fork(), a stream that another thread was inside at that moment is
+    incomplete in the child and raises StreamStateError there (start a new
+    one); idle streams work in the child as in the parent.
+
+    As for the GCM streams, every public method checks that it runs on a
+    CfbStream, and the key is kept as _keyref (a stream is not a key)."""
 
     def __init__(self, owner: AESCFB, direction: int, iv: object) -> None:
+        if not isinstance(self, CfbStream):
+            wrong_self(self, "CfbStream", "CfbStream.__init__")
+        self._keyref = ref = key_ref(owner, _KIND, "CfbStream")
         ivv = _check_iv(iv)
-        self._ref = ref = owner._ref
         self._segment_size: int = ref.param
         out = ffi.new("vc_cfb_stream **")
         raise_for_status(
@@ -157,6 +174,8 @@ class CfbStream:
         self._ended = False  # CFB1: a partial byte ended the stream (C refuses more)
 
     def update(self, data: bytes | bytearray | memoryview, bits: int | None = None) -> bytes:
+        if not isinstance(self, CfbStream):
+            wrong_self(self, "CfbStream", "CfbStream.update")
         dv = as_view("data", data)
         _, nout = _length(self._segment_size, dv, bits)
         out = bytearray(nout)
@@ -171,6 +190,8 @@ class CfbStream:
     ) -> int:
         """Process data into buf; returns bytes written.  buf may be data
         itself (the same bytes), but not partly overlap it (ValueError)."""
+        if not isinstance(self, CfbStream):
+            wrong_self(self, "CfbStream", "CfbStream.update_into")
         if self._done:
             raise StreamStateError("CFB stream already finalized")
         dv = as_view("data", data)
@@ -186,6 +207,8 @@ class CfbStream:
         return nout
 
     def finalize(self) -> bytes:
+        if not isinstance(self, CfbStream):
+            wrong_self(self, "CfbStream", "CfbStream.finalize")
         if self._done:
             raise StreamStateError("CFB stream already finalized")
         self._done = True

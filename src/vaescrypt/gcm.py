@@ -12,7 +12,7 @@ from vaescrypt._errors import (
     raise_for_status,
     raise_for_stream_status,
 )
-from vaescrypt._key import bind, make_key
+from vaescrypt._key import KEY_CLASSES, bind, key_ref, make_key, wrong_self
 from vaescrypt._names import path_name
 from vaescrypt._native import ffi, lib
 from vaescrypt._scratch import U8, at, result, take
@@ -22,6 +22,11 @@ _gcm_encrypt = lib.vc_gcm_encrypt
 _gcm_decrypt = lib.vc_gcm_decrypt
 _KEY_P = ffi.typeof("vc_gcm_key *")
 _cast = ffi.cast
+_KIND = _fastcall.KEY_GCM
+#: SP 800-38D's plaintext limit, 2^36 - 32 bytes.  Checked before any output
+#: is allocated: a longer message is the library's length ValueError, never
+#: a MemoryError from allocating its output first.
+MAX_DATA = int(lib.VC_GCM_MAX_DATA)
 
 # _fastcall (keys, the C methods) calls the library functions inside
 # _native, whose addresses it gets here: one library in the process.
@@ -35,6 +40,11 @@ def _check_tag_length(tag_length: object) -> None:
         raise TypeError("tag_length must be an int")
     if tag_length not in TAG_LENGTHS:
         raise ValueError(f"GCM tag_length must be 4, 8 or 12..16 bytes, got {tag_length}")
+
+
+def _check_data_length(n: int, what: str) -> None:
+    if n > MAX_DATA:
+        raise_for_status(lib.VC_ERR_DATA_LENGTH, f"{what} ({n} bytes; at most {MAX_DATA})")
 
 
 def _check_nonce(nonce: object) -> memoryview:
@@ -71,17 +81,17 @@ class AESGCM:
         self._ref is this key's KeyRef: every call in this module that passes
         a key to C holds the KeyRef in a local (or a stream) instead, because
         cffi releases the GIL and another thread may re-run __init__."""
-        return _cast(_KEY_P, self._ref.addr)
+        return _cast(_KEY_P, key_ref(self, _KIND, "AESGCM._key").addr)
 
     @property
     def tag_length(self) -> int:
-        return self._tag_length
+        return int(key_ref(self, _KIND, "AESGCM.tag_length").param)
 
     def path(self, direction: str) -> str:
         """The code path this key uses for "encrypt" or "decrypt"."""
         from vaescrypt._names import dir_id
 
-        ref = self._ref  # held across the call: see _key
+        ref = key_ref(self, _KIND, "AESGCM.path")  # held across the call: see _key
         code = lib.vc_gcm_key_path(_cast(_KEY_P, ref.addr), dir_id(direction))
         raise_for_status(min(code, 0), f"AESGCM {direction}")
         return path_name(code)
@@ -97,15 +107,16 @@ class AESGCM:
         associated_data: bytes | bytearray | memoryview | None,
     ) -> bytes:
         """Ciphertext || tag."""
-        nv = _check_nonce(nonce)
-        dv = as_view("data", data, allow_none=True)
-        av = as_view("associated_data", associated_data, allow_none=True)
         # The KeyRef is held (and the tag length read from it) for the whole
         # call: cffi releases the GIL, and a re-keyed owner must not free the
         # key under the call or change the tag length between two reads.
-        ref = self._ref
+        ref = key_ref(self, _KIND, "AESGCM.encrypt")
+        nv = _check_nonce(nonce)
+        dv = as_view("data", data, allow_none=True)
+        av = as_view("associated_data", associated_data, allow_none=True)
         tl = ref.param
         n = len(dv)
+        _check_data_length(n, "AESGCM.encrypt")
         total = n + tl
         sc = take(total)
         st = _gcm_encrypt(
@@ -122,7 +133,7 @@ class AESGCM:
     ) -> bytes:
         """Plaintext of ciphertext || tag; InvalidTag (and nothing else) on forgery."""
         # Data shorter than the tag is refused before the nonce is looked at.
-        ref = self._ref  # held for the call, tag length from it: see encrypt
+        ref = key_ref(self, _KIND, "AESGCM.decrypt")  # held, tag length from it: see encrypt
         tl = ref.param
         dv = as_view("data", data)
         if len(dv) < tl:
@@ -130,6 +141,7 @@ class AESGCM:
         nv = _check_nonce(nonce)
         av = as_view("associated_data", associated_data, allow_none=True)
         n = len(dv) - tl
+        _check_data_length(n, "AESGCM.decrypt")
         sc = take(n)
         st = _gcm_decrypt(
             _cast(_KEY_P, ref.addr), cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv[:n]), sc[U8],
@@ -145,6 +157,7 @@ class AESGCM:
         nonce: bytes | bytearray | memoryview,
         associated_data: bytes | bytearray | memoryview | None = None,
     ) -> GcmEncryptor:
+        key_ref(self, _KIND, "AESGCM.encryptor")
         return GcmEncryptor(self, nonce, associated_data)
 
     def decryptor(
@@ -152,21 +165,35 @@ class AESGCM:
         nonce: bytes | bytearray | memoryview,
         associated_data: bytes | bytearray | memoryview | None = None,
     ) -> GcmDecryptor:
+        key_ref(self, _KIND, "AESGCM.decryptor")
         return GcmDecryptor(self, nonce, associated_data)
 
+
+KEY_CLASSES[_KIND] = AESGCM
 
 class _GcmStream:
     """One message.  The C stream borrows its key, so the stream holds the
     key's KeyRef itself -- not the AESGCM, whose key may be replaced (its
     __init__ run again) while the stream lives -- and takes the tag length
     from it.  One thread at a time: a call made while another thread is
-    inside the stream raises ConcurrentUseError (the C library's busy flag)."""
+    inside the stream raises ConcurrentUseError (the C library's busy flag).
+    After fork(), a stream that another thread was inside at that moment is
+    incomplete in the child and raises StreamStateError there (start a new
+    one); idle streams work in the child as in the parent.
+
+    Every public method first checks that it was called on a stream of its
+    own class (GcmEncryptor.finalize(a_decryptor) is a TypeError): the C
+    stream of an encryptor and of a decryptor have the same C type, so cffi
+    would not tell them apart.  The attribute is _keyref, not _ref: a stream
+    is not a key, and AESGCM.encrypt(a_stream, ...) must not find one."""
 
     _DIR = 0
 
     def __init__(self, owner: AESGCM, nonce: object, aad: object) -> None:
+        if not isinstance(self, _GcmStream):
+            wrong_self(self, "GcmEncryptor or GcmDecryptor", "GCM stream __init__")
+        self._keyref = ref = key_ref(owner, _KIND, type(self).__name__)
         nv = _check_nonce(nonce)
-        self._ref = ref = owner._ref
         self._tag_length: int = ref.param
         out = ffi.new("vc_gcm_stream **")
         raise_for_status(
@@ -185,13 +212,20 @@ class _GcmStream:
 
     def update_aad(self, data: bytes | bytearray | memoryview) -> None:
         """More associated data; only before the first update()."""
+        if not isinstance(self, _GcmStream):
+            wrong_self(self, "GcmEncryptor or GcmDecryptor", "update_aad")
         self._check_open()
         v = as_view("associated_data", data)
         raise_for_stream_status(lib.vc_gcm_stream_aad(self._s, cbuf(v), len(v)), "update_aad",
                                 not self._data)
 
     def update(self, data: bytes | bytearray | memoryview) -> bytes:
+        if not isinstance(self, _GcmStream):
+            wrong_self(self, "GcmEncryptor or GcmDecryptor", "update")
         v = as_view("data", data)
+        # checked before the output is allocated (the C call checks the
+        # stream's running total as well)
+        _check_data_length(len(v), f"{type(self).__name__}.update")
         out = bytearray(len(v))
         self.update_into(v, out)
         return bytes(out)
@@ -199,6 +233,8 @@ class _GcmStream:
     def update_into(self, data: bytes | bytearray | memoryview, buf: bytearray | memoryview) -> int:
         """Process data into buf; returns len(data).  buf may be data itself
         (the same bytes), but not partly overlap it (ValueError)."""
+        if not isinstance(self, _GcmStream):
+            wrong_self(self, "GcmEncryptor or GcmDecryptor", "update_into")
         self._check_open()
         v = as_view("data", data)
         o = writable_view("buf", buf, len(v))
@@ -221,6 +257,8 @@ class GcmEncryptor(_GcmStream):
         self._tag: bytes | None = None
 
     def finalize(self) -> bytes:
+        if not isinstance(self, GcmEncryptor):
+            wrong_self(self, "GcmEncryptor", "GcmEncryptor.finalize")
         self._check_open()
         tag = bytearray(self._tag_length)
         raise_for_stream_status(
@@ -235,6 +273,8 @@ class GcmEncryptor(_GcmStream):
 
     @property
     def tag(self) -> bytes:
+        if not isinstance(self, GcmEncryptor):
+            wrong_self(self, "GcmEncryptor", "GcmEncryptor.tag")
         if self._tag is None:
             raise StreamStateError("tag is available after finalize()")
         return self._tag
@@ -247,6 +287,8 @@ class GcmDecryptor(_GcmStream):
     _DIR = 1
 
     def finalize(self, tag: bytes | bytearray | memoryview) -> bytes:
+        if not isinstance(self, GcmDecryptor):
+            wrong_self(self, "GcmDecryptor", "GcmDecryptor.finalize")
         self._check_open()
         tv = as_view("tag", tag)
         if len(tv) != self._tag_length:

@@ -1,23 +1,28 @@
-"""Build the libFuzzer differential harness tests/fuzz/vc_fuzz_paths.c.
+"""Build the libFuzzer differential harnesses, one per mode family:
+tests/fuzz/vc_fuzz_gcm.c (AES-GCM) and tests/fuzz/vc_fuzz_cfb.c (CFB128, CFB8,
+CFB1), each comparing every code path with OpenSSL's libcrypto.
 
-    python3 tests/fuzz/build_fuzzer.py OUT_DIR      # -> OUT_DIR/vc_fuzz_paths
+    python3 tests/fuzz/build_fuzzer.py OUT_DIR    # -> OUT_DIR/vc_fuzz_gcm, OUT_DIR/vc_fuzz_cfb
 
 The library (native/*.c, dispatch/*.c) is compiled with clang and
 -fsanitize=fuzzer-no-link,address,undefined (coverage feedback for libFuzzer,
 ASan and UBSan inside every tier), the harness and the link with
--fsanitize=fuzzer,address,undefined.  UBSan does not recover: undefined
-behaviour aborts like a mismatch.  Standard library only.
+-fsanitize=fuzzer,address,undefined, linked with -lcrypto (Debian:
+libssl-dev; OpenSSL itself is not instrumented, it is only the reference).
+UBSan does not recover: undefined behaviour aborts like a mismatch.  Standard
+library only.
 
 clang does not accept GCC's `prefer-vector-width=N` inside a target("...")
 attribute, so native/tier_avx10_256.c writes it for GCC only; the library is
 compiled here with -mprefer-vector-width=256 instead, the same code-generation
 preference (the other tiers' zmm code is explicit intrinsics, unaffected).
 
-The generic AES/GHASH kernels (native/generic_*.c) are compiled without
-libFuzzer's comparison tracing (-fno-sanitize-coverage=trace-cmp): their
-constant-time loops compare only loop counters, and tracing those took over
-half the run time for nothing the fuzzer can use.  They keep the coverage
-counters, ASan and UBSan.
+Only the mode front-ends (native/gcm.c, cfb.c, front.c) keep libFuzzer's
+comparison tracing; the tiers, the generic kernels and the dispatcher are
+compiled with -fno-sanitize-coverage=trace-cmp: their comparisons are loop
+counters and CPU features, and tracing them took a quarter of the run time
+(perf) for nothing the fuzzer can use.  They keep the coverage counters, ASan
+and UBSan.
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-HARNESS = Path(__file__).resolve().parent / "vc_fuzz_paths.c"
-INSTALL_HINT = ("install Debian's clang and its libFuzzer runtime: "
-                "apt-get install clang libclang-rt-14-dev (ci/bootstrap.sh does)")
+FUZZ_DIR = Path(__file__).resolve().parent
+HARNESSES = ("gcm", "cfb")
+INSTALL_HINT = ("install Debian's clang, its libFuzzer runtime and OpenSSL's headers: "
+                "apt-get install clang libclang-rt-14-dev libssl-dev (ci/bootstrap.sh does)")
 
 SAN_LIB = ("-fsanitize=fuzzer-no-link,address,undefined",)
 SAN_BIN = ("-fsanitize=fuzzer,address,undefined",)
@@ -72,6 +78,14 @@ def check_toolchain(work: Path) -> str:
     except FuzzBuildError as e:
         raise FuzzBuildError(f"{cc[0]} cannot link -fsanitize=fuzzer ({INSTALL_HINT}):\n{e}") \
             from None
+    ossl = work / "openssl_probe.c"
+    ossl.write_text("#include <openssl/evp.h>\nint main(void)"
+                    " { return EVP_CIPHER_CTX_new() == 0; }\n")
+    try:
+        _run([*cc, str(ossl), "-o", str(work / "openssl_probe"), "-lcrypto"])
+    except FuzzBuildError as e:
+        raise FuzzBuildError(f"cannot build against OpenSSL's libcrypto ({INSTALL_HINT}):\n{e}") \
+            from None
     return ver.stdout.splitlines()[0] if ver.stdout else cc[0]
 
 
@@ -83,16 +97,28 @@ def _includes() -> list[str]:
     return [f"-I{ROOT / d}" for d in ("native", "native/include", "dispatch/include")]
 
 
+def _keeps_cmp_tracing(src: Path) -> bool:
+    """Comparison tracing only where the branches depend on the input: the
+    mode front-ends (lengths, phases, partial blocks) and front.c.  In the
+    tiers, the generic kernels and the dispatcher the comparisons are loop
+    counters and CPU features; tracing them cost ~25 % of the run (perf)
+    and gives libFuzzer nothing to steer by (coverage counters stay)."""
+    return src.parent.name == "native" and src.name in ("gcm.c", "cfb.c", "front.c")
+
+
 def _compile_cmd(src: Path, obj: Path, extra: Sequence[str]) -> list[str]:
     flags = ["-mprefer-vector-width=256"]  # see the module docstring
-    if src.name.startswith("generic_"):
+    if not _keeps_cmp_tracing(src):
         flags.append("-fno-sanitize-coverage=trace-cmp")
     return [*clang(), *COMMON, *extra, *flags, *_includes(), "-c", str(src), "-o", str(obj)]
 
 
-def build(out_dir: Path, *, teeth: bool = False, jobs: int = 2) -> Path:
-    """Compile and link out_dir/vc_fuzz_paths (teeth: ...-teeth, which corrupts
-    one path's output on purpose so a test can see the mismatch caught)."""
+def build(out_dir: Path, harness: str = "gcm", *, teeth: bool = False, jobs: int = 2) -> Path:
+    """Compile and link out_dir/vc_fuzz_<harness> (teeth: ...-teeth, which
+    corrupts one path's output on purpose so a test can see the mismatch
+    caught).  The library objects are shared by every harness in out_dir."""
+    if harness not in HARNESSES:
+        raise FuzzBuildError(f"unknown harness {harness!r} (one of {', '.join(HARNESSES)})")
     out_dir.mkdir(parents=True, exist_ok=True)
     work = out_dir / "obj"
     work.mkdir(exist_ok=True)
@@ -100,16 +126,17 @@ def build(out_dir: Path, *, teeth: bool = False, jobs: int = 2) -> Path:
     lib_objs = [work / (f"{s.parent.name}__{s.stem}.o") for s in library_sources()]
     cmds = [_compile_cmd(s, o, SAN_LIB)
             for s, o in zip(library_sources(), lib_objs) if not o.exists()]
-    name = "vc_fuzz_paths-teeth" if teeth else "vc_fuzz_paths"
+    name = f"vc_fuzz_{harness}" + ("-teeth" if teeth else "")
     harness_obj = work / f"{name}.o"
     cmds.append([*clang(), *COMMON, *SAN_LIB, *(["-DVC_FUZZ_TEETH"] if teeth else []),
-                 *_includes(), "-c", str(HARNESS), "-o", str(harness_obj)])
+                 *_includes(), f"-I{FUZZ_DIR}", "-c", str(FUZZ_DIR / f"vc_fuzz_{harness}.c"),
+                 "-o", str(harness_obj)])
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for fut in [pool.submit(_run, c) for c in cmds]:
             fut.result()
     dest = out_dir / name
     _run([*clang(), *SAN_BIN, "-pthread", str(harness_obj), *(str(o) for o in lib_objs),
-          "-o", str(dest)])
+          "-lcrypto", "-o", str(dest)])
     return dest
 
 
@@ -118,7 +145,8 @@ def main(argv: list[str]) -> int:
         print("usage: build_fuzzer.py OUT_DIR", file=sys.stderr)
         return 2
     try:
-        print(build(Path(argv[0]).resolve()))
+        for h in HARNESSES:
+            print(build(Path(argv[0]).resolve(), h))
     except FuzzBuildError as e:
         print(f"build_fuzzer: {e}", file=sys.stderr)
         return 3
