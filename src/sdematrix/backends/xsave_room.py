@@ -61,7 +61,9 @@ def xsave_safe_cpuid(
         c = out[index[(_XSAVE_LEAF, sub)]]
         new_ebx = max(c.ebx, ebx) if ebx is not None else c.ebx
         new_ecx = max(c.ecx, ecx) if ecx is not None else c.ecx
-        out[index[(_XSAVE_LEAF, sub)]] = CpuidLeaf(c.leaf, c.subleaf, c.eax, new_ebx, new_ecx, c.edx)
+        out[index[(_XSAVE_LEAF, sub)]] = CpuidLeaf(
+            c.leaf, c.subleaf, c.eax, new_ebx, new_ecx, c.edx
+        )
 
     h0 = host.get((_XSAVE_LEAF, 0))
     if h0 is not None:
