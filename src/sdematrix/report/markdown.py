@@ -4,7 +4,8 @@ Same grid as the HTML report -- CPU models as rows, (mode, direction) as
 columns, workloads of one square folded into the worst status -- with
 symbols instead of colours: ✅ pass, ❌ fail, ⚠️ error, ⏭ skip, ⏸ not run; the
 chosen path in each square and "expected X" where it differs.  Under it the
-counts, the failure / error reasons (first reason per cell, clipped) and one
+counts, every failure / error reason (the first on the cell's line, the others
+nested under it, up to :data:`MAX_REASONS`, then "N more") and one
 line per skipped model.
 
 GitHub caps a step summary at 1 MiB; this stays far below: reasons are
@@ -16,6 +17,7 @@ beyond it are replaced by a count).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..errors import OutputDirError
@@ -29,14 +31,21 @@ SYMBOLS: dict[str, str] = {
 }  # fmt: skip
 STATUS_WORD = {"pass": "pass", "fail": "fail", "error": "error", "skip": "skip",
                "not_run": "not run"}  # fmt: skip
-MAX_REASON = 240
+MAX_REASON = 240  # characters of one reason (a reason is one line): only stops a flood
 MAX_PROBLEMS = 40
+MAX_REASONS = 20  # reasons listed per failed cell, then "N more"
 BUDGET = 60 * 1024  # bytes; GitHub's limit is 1 MiB per step
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def _md(text: str) -> str:
-    """Make free text safe inside a table cell / list item."""
+    """Make free text safe inside a table cell / list item: one line (a
+    newline would end the row), ``|`` escaped, no HTML, control characters
+    shown as ``\\xNN``."""
     text = " ".join(str(text).split())
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     return (
         text.replace("\\", "\\\\")
         .replace("|", "\\|")
@@ -96,8 +105,21 @@ def _problem_lines(res: RunResults) -> list[str]:
     for c in bad:
         first = c.reasons[0] if c.reasons else c.status
         more = f" (+{len(c.reasons) - 1} more)" if len(c.reasons) > 1 else ""
-        out.append(f"- {SYMBOLS[c.status]} `{c.name}`: {_md(_clip(first))}{more}")
+        item = [f"- {SYMBOLS[c.status]} {_code(c.name)}: {_md(_clip(first))}{more}"]
+        # the further reasons, nested under the cell (one item: kept or cut whole)
+        item += [f"  - {_md(_clip(r))}" for r in c.reasons[1:MAX_REASONS]]
+        if len(c.reasons) > MAX_REASONS:
+            item.append(f"  - … and {len(c.reasons) - MAX_REASONS} more reasons")
+        out.append("\n".join(item))
     return out
+
+
+def _code(text: str) -> str:
+    """`text` as an inline code span that no backtick in it can end early."""
+    t = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", " ".join(str(text).split()))
+    t = t.replace("|", "\\|")
+    fence = "``" if "`" in t else "`"
+    return f"{fence} {t} {fence}" if fence == "``" else f"`{t}`"
 
 
 def _unrunnable(res: RunResults) -> dict[tuple[str, str], list[CellResult]]:
@@ -121,8 +143,7 @@ def _skip_lines(groups: dict[tuple[str, str], list[CellResult]]) -> list[str]:
         cpus = ", ".join(dict.fromkeys(c.cpu for c in cs))
         n = len(cs)
         out.append(
-            f"- {SYMBOLS[kind]} {n} cell{'s' if n != 1 else ''} ({_md(cpus)}): "
-            f"{_md(_clip(why))}"
+            f"- {SYMBOLS[kind]} {n} cell{'s' if n != 1 else ''} ({_md(cpus)}): {_md(_clip(why))}"
         )
     return out
 
