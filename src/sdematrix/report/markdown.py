@@ -37,7 +37,7 @@ MAX_REASONS = 20  # reasons listed per failed cell, then "N more"
 BUDGET = 60 * 1024  # bytes; GitHub's limit is 1 MiB per step
 
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")
 
 
 def _md(text: str) -> str:
