@@ -96,7 +96,9 @@ def test_hostile_title_and_reasons_round_trip(tmp_path):
     assert "&lt;b&gt;&amp;amp;" in html_text and "<b>&amp;" not in html_text.split("<body>")[1]
 
     class Strict(HTMLParser):
-        data: list[str] = []
+        def __init__(self) -> None:
+            super().__init__()
+            self.data: list[str] = []
 
         def handle_data(self, d: str) -> None:
             self.data.append(d)
@@ -203,7 +205,7 @@ def test_full_disk_leaves_no_file_that_claims_success(tmp_path, monkeypatch):
         w.add(r)
     real_open = builtins.open
 
-    def full_open(file, mode="r", *a, **k):  # noqa: ANN001, ANN002, ANN003
+    def full_open(file, mode="r", *a, **k):
         if "w" in mode and str(file).endswith(".tmp"):
             return real_open("/dev/full", mode, *a, **k)
         return real_open(file, mode, *a, **k)

@@ -252,33 +252,48 @@ def cmd_run(args: argparse.Namespace) -> int:
                           keep_work=getattr(args, "keep_work", False))  # fmt: skip
         w.begin()
         writer.append(w)
+        signals.raise_pending(pending)  # a signal before the first cell: stop now
+
+    def idle() -> None:
+        signals.raise_pending(pending)  # one that came before the runner's handler
+        writer[0].maybe_flush()
+
+    def record(rec: Any) -> None:
+        writer[0].add(rec)
+        if rec.result is not None:
+            rec.result.mix = None  # written: 500 full mixes held to the end cost ~0.5 GB
 
     # Every finished cell is written as it finishes; a signal from here to
     # the end of the final write is only recorded (the runner has its own
     # handler while cells run), so results.json and the JUnit file always
     # end up complete for the cells that finished.
     with signals.deferred() as pending:
-        report = run_cells(
-            matrix,
-            cells,
-            selector,
-            workdir=out / "work",
-            jobs=args.jobs,
-            timeout=args.timeout,
-            seed=args.seed,
-            progress=progress,
-            strict=strict,
-            on_start=start,
-            on_record=lambda rec: writer[0].add(rec),
-            on_idle=lambda: writer[0].maybe_flush(),
-        )
+        try:
+            report = run_cells(
+                matrix,
+                cells,
+                selector,
+                workdir=out / "work",
+                jobs=args.jobs,
+                timeout=args.timeout,
+                seed=args.seed,
+                progress=progress,
+                strict=strict,
+                on_start=start,
+                on_record=record,
+                on_idle=idle,
+            )
+        except KeyboardInterrupt:
+            if writer:
+                writer[0].report.interrupted = True
+                writer[0].finish()
+            raise
         t0 = time.monotonic()
         writer[0].finish()
         progress.note(f"{PROG}: results written ({time.monotonic() - t0:.1f} s)")
     if pending and not report.interrupted:
         signals.raise_pending(pending)
-    if not report.interrupted:
-        _write_run_reports(out, args.report, progress)
+    _write_run_reports(out, args.report, progress)
     sys.stdout.write(summary_table(report))
     sys.stdout.write(f"results: {out}/results.json  junit: {junit_path or out / 'junit.xml'}\n")
     sys.stdout.flush()

@@ -662,9 +662,11 @@ def _workload(c: CellResult) -> str:
 
 def _compact(c: CellResult) -> str:
     """One table row for a workload past the full-detail budget."""
-    total = c.total_instructions
-    sets = c.by_isa_set or {}
-    top = ", ".join(f"{k} {v:,}" for k, v in sorted(sets.items(), key=lambda kv: -kv[1])[:4])
+    # from the summary in results.json: a compact row never reads a mix file
+    summ = c.mix_summary or {}
+    total = summ.get("total") if isinstance(summ.get("total"), int) else None
+    sets = summ.get("top_isa_sets") if isinstance(summ.get("top_isa_sets"), dict) else {}
+    top = ", ".join(f"{k} {v}" for k, v in list(sets.items())[:4])
     first = c.reasons[0] if c.reasons and c.status != "pass" else ""
     return (
         f'<tr id="{anchor(c.name)}"><td>{_status_text(c.status)}</td>'
