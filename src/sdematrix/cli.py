@@ -362,10 +362,10 @@ def _write_run_reports(out: Path, report_dir: str | None, progress: Any = None) 
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import emit_step_summary, write_html, write_markdown
+    from .report import emit_step_summary, load_results, write_html, write_markdown
 
-    results = Path(args.results_dir)
-    dest = Path(args.html) if args.html else results / "report.html"
+    results = load_results(Path(args.results_dir))  # read once for every report
+    dest = Path(args.html) if args.html else Path(args.results_dir) / "report.html"
     path = write_html(results, dest)
     if args.markdown is not None:
         text = write_markdown(results)

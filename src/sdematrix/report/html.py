@@ -84,6 +84,7 @@ TOP_FUNCTIONS = 10
 # first; then one compact line per workload while COMPACT_BUDGET lasts; the
 # rest is counted ("N more").
 DETAIL_BUDGET = 1_200_000
+MAX_FULL_WORKLOADS = 60  # and at most this many workloads in full (each reads its mix file)
 COMPACT_BUDGET = 400_000
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
@@ -367,8 +368,8 @@ def _hm_cell(g: CellGroup) -> str:
     )
 
 
-def _heatmap(res: RunResults) -> str:
-    groups = res.groups()
+def _heatmap(res: RunResults, groups: dict[tuple[str, str, str], CellGroup] | None = None) -> str:
+    groups = res.groups() if groups is None else groups
     cols = res.columns
     modes = list(dict.fromkeys(m for m, _d in cols))
     head1 = (
@@ -767,10 +768,12 @@ def _details(res: RunResults, groups: dict[tuple[str, str, str], CellGroup]) -> 
         ),
     )
     full_left, compact_left = DETAIL_BUDGET, COMPACT_BUDGET
+    workloads_left = MAX_FULL_WORKLOADS
     for i, g in enumerate(ordered):
-        if full_left > 0:
+        if full_left > 0 and workloads_left > 0:
             text = _detail(res, g, full=True)
             full_left -= len(text)
+            workloads_left -= min(len(g.cells), MAX_WORKLOADS)
         elif compact_left > 0:
             text = _detail(res, g, full=False)
             compact_left -= len(text)
@@ -802,7 +805,7 @@ def iter_html(res: RunResults) -> Iterator[str]:
     )
     yield _header(res)
     yield _problems(res)
-    yield _heatmap(res)
+    yield _heatmap(res, groups)
     yield (
         '<h2 id="details" style="margin-top:28px">Cell details '
         '<span class="sub" style="font-size:13px;font-weight:400">(failures first; '
@@ -831,7 +834,7 @@ def render_html(res: RunResults) -> str:
     return "".join(iter_html(res))
 
 
-def write_html(results_dir: str | Path, dest: str | Path) -> Path:
+def write_html(results_dir: str | Path | RunResults, dest: str | Path) -> Path:
     """Render `results_dir` to one self-contained HTML file at `dest`; return its path.
 
     Raises :class:`~sdematrix.report.load.ResultsDirError` (one line) when
@@ -839,7 +842,7 @@ def write_html(results_dir: str | Path, dest: str | Path) -> Path:
     :class:`~sdematrix.errors.OutputDirError` when `dest` cannot be written."""
     from ..errors import OutputDirError
 
-    res = load_results(results_dir)
+    res = results_dir if isinstance(results_dir, RunResults) else load_results(results_dir)
     out = Path(dest)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:

@@ -87,8 +87,9 @@ def _table(res: RunResults) -> list[str]:
     head = "| CPU | " + " | ".join(f"{m} {short.get(d, d)}" for m, d in cols) + " |"
     sep = "|---|" + "---|" * len(cols)
     lines = [head, sep]
+    present = {k[0] for k in groups}
     for cpu in res.cpus:
-        if not any(k[0] == cpu for k in groups):
+        if cpu not in present:
             continue
         row = [f"**{_md(cpu)}**"]
         for mode, d in cols:
@@ -213,12 +214,14 @@ def render_markdown(res: RunResults) -> str:
     return head + "\n".join(tail) + "\n"
 
 
-def write_markdown(results_dir: str | Path) -> str:
+def write_markdown(results_dir: str | Path | RunResults) -> str:
     """The markdown summary of `results_dir` (raises ResultsDirError, one line)."""
+    if isinstance(results_dir, RunResults):
+        return render_markdown(results_dir)
     return render_markdown(load_results(results_dir))
 
 
-def emit_step_summary(results_dir: str | Path) -> Path | None:
+def emit_step_summary(results_dir: str | Path | RunResults) -> Path | None:
     """Append the summary to ``$GITHUB_STEP_SUMMARY`` when set; return that path
     (None when the variable is unset or empty)."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
