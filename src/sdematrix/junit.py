@@ -1,7 +1,7 @@
 """Write a run's results: JUnit XML and a results directory.
 
-JUnit (built with the ``junit-xml`` package; per-testcase ``<properties>`` are
-added to its tree since the package only supports suite properties):
+JUnit (built with ElementTree in the layout the ``junit-xml`` package writes,
+one ``<testcase>`` serialised per finished cell: :class:`JUnitDoc`):
 
 * one ``<testsuite name="<cpu>">`` per CPU model, suite properties ``cpu``,
   ``title``, ``backend``, ``sdematrix_version`` (the writing tool's version);
@@ -34,13 +34,23 @@ Results directory ``<out>/`` (input for the HTML report builder):
     violations [{reason, address, function, image, mnemonic, bytes_hex}],
     artifacts {name: path}, stdout_tail, stderr_tail, probe_argv},
     ``mix_summary``}.
+    ``run.work_removed``: how many scratch files of a passing cell were
+    deleted (``work/`` is kept only for failures unless ``--keep-work``).
 ``mix/<cell>.mix.json``
     the normalised :class:`~sdematrix.mix.Mix` (``Mix.to_json``), when the
-    backend produced one.
+    backend produced one; a passing cell's keeps only its busiest functions
+    (``meta.functions_executed`` / ``meta.functions_omitted`` say how many).
 ``junit.xml``
-    the JUnit file above.
+    the JUnit file above (a hard link to ``--junit`` when that is elsewhere).
 ``work/``
     backend scratch (e.g. SDE's raw ``.mix`` files).
+
+``results.json`` also has ``in_progress``: true while the run is still
+writing (then ``not_run`` lists the cells not finished yet).  Everything is
+written as the cells finish, each file by rename:
+:class:`sdematrix.results_writer.ResultsWriter`.  Every value embedded in the
+XML goes through :func:`xml_safe` (the characters XML 1.0 forbids become
+visible ``\\xNN`` escapes).
 """
 
 from __future__ import annotations
@@ -60,13 +70,19 @@ from .mix import Mix
 from .runner import CellRecord, RunReport
 
 __all__ = [
+    "JUnitDoc",
+    "atomic_write",
     "host_info",
+    "junit_doc",
     "junit_xml_string",
     "mix_summary",
     "mix_summary_text",
     "prepare_out_dir",
+    "testcase_element",
+    "testcase_xml",
     "write_junit",
     "write_results",
+    "xml_safe",
 ]
 
 SCHEMA = "sdematrix-results/1"

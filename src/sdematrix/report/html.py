@@ -553,6 +553,10 @@ def _functions(mix: Mix) -> str:
         return ""
     top = fs[0].counts.total or 1
     executed = sum(1 for f in mix.functions if f.counts.total > 0)
+    # a passing cell's stored mix keeps only its busiest functions: the count is in meta
+    kept = mix.meta.get("functions_executed")
+    if isinstance(kept, int) and kept > executed:
+        executed = kept
     rows = []
     for f in fs:
         w = f.counts.width
