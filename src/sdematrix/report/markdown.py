@@ -35,6 +35,7 @@ MAX_REASON = 240  # characters of one reason (a reason is one line): only stops 
 MAX_PROBLEMS = 40
 MAX_REASONS = 20  # reasons listed per failed cell, then "N more"
 BUDGET = 60 * 1024  # bytes; GitHub's limit is 1 MiB per step
+TABLE_BUDGET = BUDGET // 2  # the heat-map table's share, then "N more models"
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")
@@ -88,14 +89,19 @@ def _table(res: RunResults) -> list[str]:
     sep = "|---|" + "---|" * len(cols)
     lines = [head, sep]
     present = {k[0] for k in groups}
-    for cpu in res.cpus:
-        if cpu not in present:
-            continue
+    rows = [cpu for cpu in res.cpus if cpu in present]
+    used = len(head) + len(sep)
+    for i, cpu in enumerate(rows):
         row = [f"**{_md(cpu)}**"]
         for mode, d in cols:
             g = groups.get((cpu, mode, d))
             row.append(_square(g) if g else "")
-        lines.append("| " + " | ".join(row) + " |")
+        line = "| " + " | ".join(row) + " |"
+        used += len(line.encode()) + 1
+        if used > TABLE_BUDGET:
+            lines += ["", f"… and {len(rows) - i} more models (see the HTML report)"]
+            break
+        lines.append(line)
     return lines
 
 
