@@ -204,8 +204,7 @@ class ResultsWriter:
         try:
             # JUnit first: results.json is what says the run is complete
             atomic_write(self.junit_path, self.doc.text())
-            if final:
-                self._link_junit()
+            self._link_junit()  # every time: <out>/junit.xml is never an older run's
             atomic_write(self.out / "results.json", _dumps(self.results_json(final=final)))
         except OSError as e:
             raise OutputDirError(
