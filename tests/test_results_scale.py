@@ -187,7 +187,11 @@ def test_report_of_20000_cells_is_bounded(tmp_path: Path) -> None:
     assert os.waitstatus_to_exitcode(status) == 0, err[-2000:]
     rss_mb = usage.ru_maxrss / 1024
     assert rss_mb < 1024, rss_mb
-    assert took < 60, took
+    # the bound is on the work done (CPU seconds): on a shared 2-core host the
+    # wall clock measures the neighbours; wall time only guards against a hang
+    cpu_s = usage.ru_utime + usage.ru_stime
+    assert cpu_s < 60, (cpu_s, took)
+    assert took < 600, took
     assert html.stat().st_size < 25_000_000, html.stat().st_size
     assert "more heat-map squares" in html.read_text()
     shutil.rmtree(d)
