@@ -286,6 +286,8 @@ def _header(res: RunResults) -> str:
     ]
     if res.meta.get("interrupted"):
         sub.append('<b class="st-error-t">run interrupted</b>')
+    if res.meta.get("in_progress"):
+        sub.append('<b class="st-error-t">run still in progress (or killed): partial results</b>')
     chips = "".join(
         f'<span class="chip {s}"><b>{counts.get(s, 0)}</b>{_e(STATUS_LABEL[s])}</span>'
         for s in ("pass", "fail", "error", "skip", "not_run")
