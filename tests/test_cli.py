@@ -204,6 +204,7 @@ def test_progress_plain_and_tty():
     assert plain.getvalue() == (
         "[1/2] FAIL  spr.gcm.encrypt.128.64 (sde, aesni, 1.2s): "
         "path: expected avx512, got aesni (+1 more)\n"
+        "      x\n"  # every further reason of a failure, indented (issue 22)
     )
     live = io.StringIO()
     p = Progress(2, live, tty=True)

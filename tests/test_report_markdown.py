@@ -6,7 +6,13 @@ import pytest
 from data.results import resultsgen
 
 from sdematrix.errors import OutputDirError
-from sdematrix.report import ResultsDirError, emit_step_summary, write_markdown, write_reports
+from sdematrix.report import (
+    ResultsDirError,
+    emit_step_summary,
+    load_results,
+    write_markdown,
+    write_reports,
+)
 from sdematrix.report.markdown import BUDGET
 
 
@@ -46,7 +52,10 @@ def test_reasons_list(changed_dir):
     assert lines[i + 2] == (
         "- ❌ `icl.cfb128.decrypt.256.512`: path: expected avx10_256, got avx512 (+2 more)"
     )
-    assert lines[i + 4] == "- ⚠️ `hsw.cfb1.encrypt.128.16`: probe crashed (signal 11)"
+    # every further reason, nested under its cell (issue 22: no reason is cut)
+    icl = load_results(changed_dir).cell("icl.cfb128.decrypt.256.512")
+    assert lines[i + 3 : i + 5] == [f"  - {r}" for r in icl.reasons[1:]]
+    assert "- ⚠️ `hsw.cfb1.encrypt.128.16`: probe crashed (signal 11)" in lines
     # cells that could not run: one line per reason, with the count and models
     assert "**Could not run here (10 cells)**" in lines
     assert f"- ⏭ 10 cells (zen4): {resultsgen.ZEN4_SKIP}" in lines

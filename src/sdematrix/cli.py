@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -234,11 +235,12 @@ def _print_host_gaps(matrix: Any, cpus: list[str], selector: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .backends.registry import BackendSelector
-    from .junit import prepare_out_dir, write_junit, write_results
+    from .junit import prepare_out_dir
     from .matrix_file import select_cpus
     from .probe import probe_path
     from .progress import Progress
-    from .runner import run_cells
+    from .results_writer import ResultsWriter
+    from .runner import RunReport, run_cells
 
     strict = _strict(args)
     matrix = _load(args.matrix)
@@ -258,21 +260,55 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cells = matrix.cells(cpus)
     progress = Progress(len(cells))
-    report = run_cells(
-        matrix,
-        cells,
-        selector,
-        workdir=out / "work",
-        jobs=args.jobs,
-        timeout=args.timeout,
-        seed=args.seed,
-        progress=progress,
-        strict=strict,
-    )
-    write_results(out, report)
-    if junit_path is not None:
-        write_junit(junit_path, report)
-    _write_run_reports(out, args.report)
+    writer: list[ResultsWriter] = []
+
+    def start(rep: RunReport) -> None:
+        w = ResultsWriter(out, rep, junit_path=junit_path,
+                          keep_work=getattr(args, "keep_work", False))  # fmt: skip
+        w.begin()
+        writer.append(w)
+        signals.raise_pending(pending)  # a signal before the first cell: stop now
+
+    def idle() -> None:
+        signals.raise_pending(pending)  # one that came before the runner's handler
+        writer[0].maybe_flush()
+
+    def record(rec: Any) -> None:
+        writer[0].add(rec)
+        if rec.result is not None:
+            rec.result.mix = None  # written: 500 full mixes held to the end cost ~0.5 GB
+
+    # Every finished cell is written as it finishes; a signal from here to
+    # the end of the final write is only recorded (the runner has its own
+    # handler while cells run), so results.json and the JUnit file always
+    # end up complete for the cells that finished.
+    with signals.deferred() as pending:
+        try:
+            report = run_cells(
+                matrix,
+                cells,
+                selector,
+                workdir=out / "work",
+                jobs=args.jobs,
+                timeout=args.timeout,
+                seed=args.seed,
+                progress=progress,
+                strict=strict,
+                on_start=start,
+                on_record=record,
+                on_idle=idle,
+            )
+        except KeyboardInterrupt:
+            if writer:
+                writer[0].report.interrupted = True
+                writer[0].finish()
+            raise
+        t0 = time.monotonic()
+        writer[0].finish()
+        progress.note(f"{PROG}: results written ({time.monotonic() - t0:.1f} s)")
+    if pending and not report.interrupted:
+        signals.raise_pending(pending)
+    _write_run_reports(out, args.report, progress)
     sys.stdout.write(summary_table(report))
     sys.stdout.write(f"results: {out}/results.json  junit: {junit_path or out / 'junit.xml'}\n")
     sys.stdout.flush()
@@ -319,27 +355,32 @@ def _strict(args: argparse.Namespace) -> bool:
     return named and not args.allow_skip
 
 
-def _write_run_reports(out: Path, report_dir: str | None) -> None:
+def _write_run_reports(out: Path, report_dir: str | None, progress: Any = None) -> None:
     """HTML + markdown after a run (and $GITHUB_STEP_SUMMARY when set).  A
     report problem is a warning: it never changes the run's exit code."""
     from .report import write_reports
 
     if report_dir is None and not os.environ.get("GITHUB_STEP_SUMMARY"):
         return
+    t0 = time.monotonic()
+    if progress is not None:
+        progress.note(f"{PROG}: writing the report ...")
     try:
         files = write_reports(out, report_dir)
     except (SdeMatrixError, OSError) as e:
         print(f"{PROG}: warning: report not written: {e}", file=sys.stderr)
         return
+    if progress is not None:
+        progress.note(f"{PROG}: report written ({time.monotonic() - t0:.1f} s)")
     if report_dir is not None:
         print(f"report: {files.html}")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import emit_step_summary, write_html, write_markdown
+    from .report import emit_step_summary, load_results, write_html, write_markdown
 
-    results = Path(args.results_dir)
-    dest = Path(args.html) if args.html else results / "report.html"
+    results = load_results(Path(args.results_dir))  # read once for every report
+    dest = Path(args.html) if args.html else Path(args.results_dir) / "report.html"
     path = write_html(results, dest)
     if args.markdown is not None:
         text = write_markdown(results)
@@ -597,6 +638,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--report", metavar="DIR",
                    help="also write report.html and summary.md into DIR")  # fmt: skip
+    r.add_argument("--keep-work", action="store_true",
+                   help="keep the backend's raw output (OUT/work/) for passing cells too "
+                        "(default: only for cells that failed or errored)")  # fmt: skip
     r.set_defaults(func=cmd_run)
 
     rp = sub.add_parser("report", help="write the HTML report (and markdown) of a results dir")

@@ -1,7 +1,7 @@
 """Write a run's results: JUnit XML and a results directory.
 
-JUnit (built with the ``junit-xml`` package; per-testcase ``<properties>`` are
-added to its tree since the package only supports suite properties):
+JUnit (built with ElementTree in the layout the ``junit-xml`` package writes,
+one ``<testcase>`` serialised per finished cell: :class:`JUnitDoc`):
 
 * one ``<testsuite name="<cpu>">`` per CPU model, suite properties ``cpu``,
   ``title``, ``backend``, ``sdematrix_version`` (the writing tool's version);
@@ -34,27 +34,35 @@ Results directory ``<out>/`` (input for the HTML report builder):
     violations [{reason, address, function, image, mnemonic, bytes_hex}],
     artifacts {name: path}, stdout_tail, stderr_tail, probe_argv},
     ``mix_summary``}.
+    ``run.work_removed``: how many scratch files of a passing cell were
+    deleted (``work/`` is kept only for failures unless ``--keep-work``).
 ``mix/<cell>.mix.json``
     the normalised :class:`~sdematrix.mix.Mix` (``Mix.to_json``), when the
-    backend produced one.
+    backend produced one; a passing cell's keeps only its busiest functions
+    (``meta.functions_executed`` / ``meta.functions_omitted`` say how many).
 ``junit.xml``
-    the JUnit file above.
+    the JUnit file above (a hard link to ``--junit`` when that is elsewhere).
 ``work/``
     backend scratch (e.g. SDE's raw ``.mix`` files).
+
+``results.json`` also has ``in_progress``: true while the run is still
+writing (then ``not_run`` lists the cells not finished yet).  Everything is
+written as the cells finish, each file by rename:
+:class:`sdematrix.results_writer.ResultsWriter`.  Every value embedded in the
+XML goes through :func:`xml_safe` (the characters XML 1.0 forbids become
+visible ``\\xNN`` escapes).
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import platform
+import re
 import socket
-import xml.dom.minidom
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
-
-from junit_xml import TestCase, TestSuite
 
 from ._version import __version__
 from .errors import OutputDirError
@@ -62,13 +70,19 @@ from .mix import Mix
 from .runner import CellRecord, RunReport
 
 __all__ = [
+    "JUnitDoc",
+    "atomic_write",
     "host_info",
+    "junit_doc",
     "junit_xml_string",
     "mix_summary",
     "mix_summary_text",
     "prepare_out_dir",
+    "testcase_element",
+    "testcase_xml",
     "write_junit",
     "write_results",
+    "xml_safe",
 ]
 
 SCHEMA = "sdematrix-results/1"
@@ -81,6 +95,8 @@ _FLAGS_OF_INTEREST = (
 def prepare_out_dir(out: Path) -> None:
     """Create <out>, cells/, mix/, work/ and prove they are writable (else OutputDirError)."""
     try:
+        if out.exists() and not out.is_dir():
+            raise NotADirectoryError(20, "Not a directory")
         for sub in ("", "cells", "mix", "work"):
             (out / sub).mkdir(parents=True, exist_ok=True)
         probe = out / ".write-test"
@@ -156,6 +172,23 @@ def mix_summary_text(mix: Mix | None) -> str:
 # JUnit
 # --------------------------------------------------------------------------
 
+# XML 1.0 allows TAB, LF, CR and U+0020..U+D7FF, U+E000..U+FFFD, U+10000..:
+# every other code point (C0 controls, lone surrogates, U+FFFE/U+FFFF) makes
+# the document unparseable, whatever escaping is used (&#1; is illegal too).
+# They are replaced by a visible escape, so nothing is silently lost.
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(text: object) -> str:
+    """`text` with every character XML 1.0 forbids replaced by ``\\xNN`` / ``\\uNNNN``."""
+    s = "" if text is None else str(text)
+    return _XML_ILLEGAL.sub(lambda m: _visible(m.group()), s)
+
+
+def _visible(ch: str) -> str:
+    o = ord(ch)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
 
 def _case_properties(rec: CellRecord) -> dict[str, str]:
     o = rec.outcome
@@ -205,78 +238,186 @@ def _coverage_properties(rec: CellRecord) -> dict[str, str]:
     return props
 
 
-def _testcase(rec: CellRecord) -> TestCase:
+def _el(tag: str, attrs: dict[str, str] | None = None, text: str | None = None) -> ET.Element:
+    el = ET.Element(tag, {k: xml_safe(v) for k, v in (attrs or {}).items()})
+    if text:
+        el.text = xml_safe(text)
+    return el
+
+
+def _properties(props: dict[str, str]) -> ET.Element:
+    el = ET.Element("properties")
+    for k, v in props.items():
+        el.append(_el("property", {"name": k, "value": v}))
+    return el
+
+
+def testcase_element(rec: CellRecord) -> ET.Element:
+    """One ``<testcase>``: properties, then failure / error / skipped, then
+    the mix summary as system-out (the layout junit-xml produced)."""
     o = rec.outcome
     c = rec.cell
-    tc = TestCase(
-        name=c.name,
-        classname=f"sdematrix.{c.cpu}",
-        elapsed_sec=o.duration_s,
-        stdout=mix_summary_text(rec.result.mix if rec.result else None) or None,
-    )
+    attrs = {"name": c.name}
+    if o.duration_s:
+        attrs["time"] = f"{o.duration_s:f}"
+    attrs["classname"] = f"sdematrix.{c.cpu}"
+    case = _el("testcase", attrs)
+    case.append(_properties(_case_properties(rec)))
     text = "\n".join(o.reasons)
     if o.output_tail:
         text += "\n\n" + o.output_tail
     if o.status == "fail":
-        tc.add_failure_info(message=o.message, output=text, failure_type="sdematrix.fail")
+        case.append(_el("failure", {"type": "sdematrix.fail", "message": o.message}, text))
     elif o.status == "error":
-        tc.add_error_info(message=o.message, output=text, error_type="sdematrix.error")
+        case.append(_el("error", {"type": "sdematrix.error", "message": o.message}, text))
     elif o.status == "skip":
-        tc.add_skipped_info(message=o.message, output=text if len(o.reasons) > 1 else None)
-    return tc
+        case.append(
+            _el("skipped", {"type": "skipped", "message": o.message},
+                text if len(o.reasons) > 1 else None)
+        )  # fmt: skip
+    out = mix_summary_text(rec.result.mix if rec.result else None)
+    if out:
+        case.append(_el("system-out", None, out))
+    return case
+
+
+def testcase_xml(rec: CellRecord) -> str:
+    """The ``<testcase>`` of `rec` as indented XML text (two suite levels deep)."""
+    el = testcase_element(rec)
+    ET.indent(el, space="  ", level=2)
+    return "    " + ET.tostring(el, encoding="unicode") + "\n"
+
+
+_COUNTED = {"fail": "failures", "error": "errors", "skip": "skipped"}
+
+
+class JUnitDoc:
+    """A JUnit document built one finished cell at a time.
+
+    Each case is serialised once, when its cell finishes (:meth:`add`); the
+    document (:meth:`text`) is those fragments under one ``<testsuite>`` per
+    model, in matrix order, with the counts -- so rewriting the whole file
+    after every cell costs a join, not a re-serialisation."""
+
+    def __init__(
+        self,
+        models: list[str],
+        titles: dict[str, str],
+        backends: dict[str, str],
+        timestamp: str,
+    ) -> None:
+        self.models = list(models)
+        self.titles = titles
+        self.backends = backends
+        self.timestamp = timestamp
+        self.hostname = socket.gethostname()
+        self._cases: dict[str, list[tuple[int, str]]] = {m: [] for m in self.models}
+        self._counts: dict[str, dict[str, int]] = {}
+        self._time: dict[str, float] = {}
+
+    def add(self, rec: CellRecord, order: int = 0) -> None:
+        cpu = rec.cell.cpu
+        if cpu not in self._cases:
+            self._cases[cpu] = []
+            self.models.append(cpu)
+        self._cases[cpu].append((order, testcase_xml(rec)))
+        n = self._counts.setdefault(cpu, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
+        n["tests"] += 1
+        key = _COUNTED.get(rec.outcome.status)
+        if key:
+            n[key] += 1
+        self._time[cpu] = self._time.get(cpu, 0.0) + (rec.outcome.duration_s or 0.0)
+
+    def text(self) -> str:
+        zero = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        totals = dict(zero)
+        parts: list[str] = []
+        for cpu in self.models:
+            n = self._counts.get(cpu, zero)
+            for k in totals:
+                totals[k] += n[k]
+            attrs = {
+                "disabled": "0",
+                "errors": str(n["errors"]),
+                "failures": str(n["failures"]),
+                "name": cpu,
+                "skipped": str(n["skipped"]),
+                "tests": str(n["tests"]),
+                "time": repr(round(self._time.get(cpu, 0.0), 6)),
+                "hostname": self.hostname,
+                "timestamp": self.timestamp,
+            }
+            suite = _el("testsuite", attrs)
+            head = ET.tostring(suite, encoding="unicode")
+            # "<testsuite .../>" -> open tag
+            parts.append("  " + head[:-2].rstrip() + ">\n")
+            props = _properties({
+                "cpu": cpu,
+                "title": self.titles.get(cpu, cpu),
+                "backend": self.backends.get(cpu, ""),
+                "sdematrix_version": __version__,
+            })  # fmt: skip
+            ET.indent(props, space="  ", level=2)
+            parts.append("    " + ET.tostring(props, encoding="unicode") + "\n")
+            parts.extend(frag for _i, frag in sorted(self._cases.get(cpu, [])))
+            parts.append("  </testsuite>\n")
+        elapsed = sum(self._time.values())
+        root = ET.tostring(
+            _el("testsuites", {
+                **{k: str(v) for k, v in totals.items()},
+                "time": f"{elapsed:.3f}",
+                "name": "sdematrix",
+            }),
+            encoding="unicode",
+        )  # fmt: skip
+        return (
+            '<?xml version="1.0" ?>\n'
+            + root[:-2].rstrip()
+            + ">\n"
+            + "".join(parts)
+            + "</testsuites>\n"
+        )
+
+
+def junit_doc(report: RunReport) -> JUnitDoc:
+    """An empty :class:`JUnitDoc` for the models of `report`."""
+    models = list(dict.fromkeys(c.cpu for c in report.cells))
+    titles = {
+        cpu: (report.matrix.models[cpu].title if cpu in report.matrix.models else cpu)
+        for cpu in models
+    }
+    backends = {cpu: (report.model_backends.get(cpu, {}).get("backend") or "") for cpu in models}
+    return JUnitDoc(models, titles, backends, report.started_at)
 
 
 def junit_xml_string(report: RunReport) -> str:
-    by_cpu: dict[str, list[CellRecord]] = {}
-    for cpu in dict.fromkeys(c.cpu for c in report.cells):
-        by_cpu[cpu] = []
-    for rec in report.records:
-        by_cpu.setdefault(rec.cell.cpu, []).append(rec)
-    root = ET.Element("testsuites")
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    elapsed = 0.0
-    for cpu, recs in by_cpu.items():
-        model = report.matrix.models.get(cpu)
-        mb = report.model_backends.get(cpu, {})
-        suite = TestSuite(
-            name=cpu,
-            test_cases=[_testcase(r) for r in recs],
-            hostname=socket.gethostname(),
-            timestamp=report.started_at,
-            properties={
-                "cpu": cpu,
-                "title": model.title if model else cpu,
-                "backend": mb.get("backend") or "",
-                "sdematrix_version": __version__,
-            },
-        )
-        el = suite.build_xml_doc()
-        cases = el.findall("testcase")
-        for case_el, rec in zip(cases, recs, strict=True):
-            props = ET.Element("properties")
-            for k, v in _case_properties(rec).items():
-                ET.SubElement(props, "property", {"name": k, "value": v})
-            case_el.insert(0, props)
-        for k in totals:
-            totals[k] += int(el.get(k, "0"))
-        elapsed += float(el.get("time", "0"))
-        root.append(el)
-    for k, v in totals.items():
-        root.set(k, str(v))
-    root.set("time", f"{elapsed:.3f}")
-    root.set("name", "sdematrix")
-    raw = ET.tostring(root, encoding="unicode")
-    return xml.dom.minidom.parseString(raw).toprettyxml(indent="  ")
+    doc = junit_doc(report)
+    for i, rec in enumerate(report.records):
+        doc.add(rec, i)
+    return doc.text()
 
 
 def write_junit(path: Path, report: RunReport) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(junit_xml_string(report), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write(path, junit_xml_string(report))
     except OSError as e:
         raise OutputDirError(f"cannot write JUnit file {path}: {e.strerror or e}") from None
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write `text` to a temporary file next to `path`, then rename it over
+    `path`: readers see the old file or the new one, never half of one; on
+    any error (a full disk) the temporary file is removed and the error raised."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 # --------------------------------------------------------------------------
@@ -284,94 +425,21 @@ def write_junit(path: Path, report: RunReport) -> None:
 # --------------------------------------------------------------------------
 
 
-def _run_json(rec: CellRecord) -> dict[str, Any] | None:
-    r = rec.result
-    if r is None:
-        return None
-    return {
-        "backend": r.backend,
-        "status": r.status,
-        "exit_code": r.exit_code,
-        "reason": r.reason,
-        "duration_s": round(r.duration_s, 6),
-        "backend_version": r.backend_version,
-        "violations": [
-            {
-                "reason": v.reason,
-                "address": v.address,
-                "function": v.function,
-                "image": v.image,
-                "mnemonic": v.mnemonic,
-                "bytes_hex": v.bytes_hex,
-            }
-            for v in r.violations
-        ],
-        "artifacts": dict(r.artifacts),
-        "stdout_tail": r.stdout_tail,
-        "stderr_tail": r.stderr_tail,
-        "probe_argv": list(rec.probe_argv),
-    }
+def write_results(
+    out: Path,
+    report: RunReport,
+    *,
+    junit_name: str = "junit.xml",
+    keep_work: bool = True,
+) -> None:
+    """Write results.json, cells/*.json, mix/*.mix.json and junit.xml under
+    `out` for a finished `report` in one go (``sdematrix run`` writes them
+    as the cells finish: :class:`~sdematrix.results_writer.ResultsWriter`)."""
+    from .results_writer import ResultsWriter
 
-
-def _dump(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def write_results(out: Path, report: RunReport, *, junit_name: str = "junit.xml") -> None:
-    """Write results.json, cells/*.json, mix/*.mix.json and junit.xml under `out`."""
-    prepare_out_dir(out)
-    cells_json: list[dict[str, Any]] = []
-    try:
-        for rec in report.records:
-            name = rec.cell.name
-            mix = rec.result.mix if rec.result else None
-            summary = mix_summary(mix)
-            files: dict[str, str | None] = {"cell": f"cells/{name}.json", "mix": None}
-            if mix is not None:
-                mix.save(out / "mix" / f"{name}.mix.json")
-                files["mix"] = f"mix/{name}.mix.json"
-            _dump(
-                out / "cells" / f"{name}.json",
-                {
-                    "outcome": rec.outcome.to_json(),
-                    "probe": rec.result.probe if rec.result else None,
-                    "run": _run_json(rec),
-                    "mix_summary": summary,
-                },
-            )
-            cells_json.append({**rec.outcome.to_json(), "mix_summary": summary, "files": files})
-        models = {
-            cpu: {
-                "title": report.matrix.models[cpu].title if cpu in report.matrix.models else cpu,
-                **report.model_backends.get(cpu, {"backend": None, "skip_reason": None}),
-            }
-            for cpu in dict.fromkeys(c.cpu for c in report.cells)
-        }
-        results = {
-            "schema": SCHEMA,
-            "tool": {"name": "sdematrix", "version": __version__},
-            "matrix": str(report.matrix.source),
-            "seed": report.seed,
-            "jobs": report.jobs,
-            "timeout_s": report.timeout_s,
-            "started_at": report.started_at,
-            "finished_at": report.finished_at,
-            "duration_s": round(report.duration_s, 3),
-            "interrupted": report.interrupted,
-            "host": host_info(),
-            "backend_requested": report.backend_requested,
-            "backends": report.backends,
-            "models": models,
-            "counts": {
-                **{s: report.count(s) for s in ("pass", "fail", "error", "skip")},
-                "not_run": len(report.not_run),
-            },
-            "cells": cells_json,
-            "not_run": [c.name for c in report.not_run],
-        }
-        _dump(out / "results.json", results)
-    except OSError as e:
-        raise OutputDirError(f"cannot write results under {out}: {e.strerror or e}") from None
-    write_junit(out / junit_name, report)
+    w = ResultsWriter(out, report, junit_path=out / junit_name, keep_work=keep_work,
+                      flush_interval=float("inf"))  # fmt: skip
+    w.begin()
+    for rec in report.records:
+        w.add(rec)
+    w.finish()

@@ -2,7 +2,8 @@
 
 On a TTY: one live line, rewritten in place (``\\r``), with counts per status and
 the cells in flight.  Otherwise (CI logs, pipes): one plain line per finished
-cell, plus the first reason for anything that did not pass.
+cell, with the first reason for anything that did not pass and, for a
+failure or an error, every further reason on its own indented line.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Progress:
         self.running: dict[str, float] = {}
         self._lock = threading.Lock()
         self._width = 0
+        self._closed = False
 
     def _write(self, text: str) -> None:
         try:
@@ -86,6 +88,10 @@ class Progress:
         )
         if o.status != "pass" and o.reasons:
             line += f": {o.message}"
+            if o.status in ("fail", "error"):
+                # every reason, not only the first: one indented line each
+                for r in o.reasons[1:]:
+                    line += "\n" + "\n".join("      " + x for x in str(r).splitlines() or [""])
         return line
 
     def note(self, text: str) -> None:
@@ -94,11 +100,12 @@ class Progress:
                 self._write("\r" + " " * self._width + "\r")
                 self._width = 0
             self._write(text + "\n")
-            if self.tty and self.done < self.total:
+            if self.tty and self.done < self.total and not self._closed:
                 self._live()
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if self.tty and self._width:
                 self._write("\n")
                 self._width = 0

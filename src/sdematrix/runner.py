@@ -41,6 +41,7 @@ __all__ = ["CellRecord", "RunReport", "kill_descendants", "run_cells"]
 
 ProbeFn = Callable[[Cell, int], ProbeCommand]
 DigestFn = Callable[[Cell, int], str]
+RecordFn = Callable[["CellRecord"], None]
 
 
 @dataclass
@@ -264,9 +265,18 @@ def run_cells(
     progress: Progress | None = None,
     handle_signals: bool = True,
     strict: bool = False,
+    on_start: Callable[[RunReport], None] | None = None,
+    on_record: RecordFn | None = None,
+    on_idle: Callable[[], None] | None = None,
 ) -> RunReport:
     """Run `cells` and judge them; see the module docstring.  With `strict`, a
-    cell that no backend can run here is an error instead of a skip."""
+    cell that no backend can run here is an error instead of a skip.
+
+    Hooks, all called in the calling thread (so they need no locking):
+    `on_start(report)` once the report's metadata is known, before any cell;
+    `on_record(record)` as each cell finishes; `on_idle()` every ~0.2 s while
+    cells run.  An exception from a hook stops the run the way a signal does
+    (no new cells, the children killed) and is then raised to the caller."""
     seed = matrix.seed if seed is None else seed
     if make_probe is None or expected_digest is None:
         d_make, d_digest = _default_probe_fns()
@@ -300,8 +310,11 @@ def run_cells(
             "skip_reason": ch.skip_reason,
         }
 
+    if on_start is not None:
+        on_start(report)
     stop = threading.Event()
     t0 = time.monotonic()
+    hook_error: BaseException | None = None
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         if not stop.is_set():
@@ -351,6 +364,18 @@ def run_cells(
                 i, rec = f.result()
                 if rec is not None:
                     done[i] = rec
+                    if on_record is not None and hook_error is None:
+                        try:
+                            on_record(rec)
+                        except BaseException as e:  # noqa: BLE001 - re-raised below
+                            hook_error = e
+                            stop.set()
+            if on_idle is not None and hook_error is None and not stop.is_set():
+                try:
+                    on_idle()
+                except BaseException as e:  # noqa: BLE001 - re-raised below
+                    hook_error = e
+                    stop.set()
             if stop.is_set():
                 kill_descendants()
     finally:
@@ -368,4 +393,6 @@ def run_cells(
     report.interrupted = stop.is_set()
     report.finished_at = _now()
     report.duration_s = time.monotonic() - t0
+    if hook_error is not None:
+        raise hook_error
     return report

@@ -66,3 +66,32 @@ def ignored() -> Iterator[None]:
     with _restoring():
         ignore()
         yield
+
+
+@contextmanager
+def deferred() -> Iterator[list[int]]:
+    """Inside: SIGINT / SIGTERM are only recorded (the yielded list), so the
+    block -- writing the final results -- always completes; then call
+    :func:`raise_pending` to act on them.  Handlers installed inside the block
+    (the runner's) take over while they are installed."""
+    got: list[int] = []
+    if not _main_thread():
+        yield got
+        return
+
+    def record(signum: int, _frame: FrameType | None) -> None:
+        got.append(signum)
+
+    with _restoring():
+        for s in _BOTH:
+            signal.signal(s, record)
+        yield got
+
+
+def raise_pending(got: list[int]) -> None:
+    """Act on signals :func:`deferred` recorded: Terminated for SIGTERM,
+    KeyboardInterrupt for SIGINT."""
+    if signal.SIGTERM in got:
+        raise Terminated
+    if got:
+        raise KeyboardInterrupt

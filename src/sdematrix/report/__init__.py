@@ -54,11 +54,12 @@ def write_reports(results_dir: str | Path, report_dir: str | Path | None = None)
 
     src = Path(results_dir)
     dest = Path(report_dir) if report_dir is not None else src
-    html = write_html(src, dest / "report.html")
+    res = load_results(src)  # read once for both reports
+    html = write_html(res, dest / "report.html")
     md_path = dest / "summary.md"
-    text = write_markdown(src)
+    text = write_markdown(res)
     try:
         md_path.write_text(text, encoding="utf-8")
     except OSError as e:
         raise OutputDirError(f"cannot write {md_path}: {e.strerror or e}") from None
-    return ReportFiles(html=html, markdown=md_path, step_summary=emit_step_summary(src))
+    return ReportFiles(html=html, markdown=md_path, step_summary=emit_step_summary(res))

@@ -111,13 +111,18 @@ class DiffReport:
 
     @property
     def regressions(self) -> list[str]:
-        """One line per regression: new failures, then path moves."""
-        out = [
-            f"new {s.new}: {s.cell} ({s.old or 'new cell'} -> {s.new})"
-            + (f": {s.reason}" if s.reason else "")
-            for s in self.new_failures
-        ]
-        out += [f"path moved: {p.cell} {p.old} -> {p.new}" for p in self.path_moves]
+        """One line per regressed *cell*: new failures (with the path move of
+        the same cell, if any, on the same line), then path moves of cells
+        that did not newly fail.  So the count is a count of cells."""
+        moves = {p.cell: p for p in self.path_moves}
+        out = []
+        for s in self.new_failures:
+            line = f"new {s.new}: {s.cell} ({s.old or 'new cell'} -> {s.new})"
+            p = moves.pop(s.cell, None)
+            if p is not None:
+                line += f"; path moved {p.old} -> {p.new}"
+            out.append(line + (f": {s.reason}" if s.reason else ""))
+        out += [f"path moved: {p.cell} {p.old} -> {p.new}" for p in moves.values()]
         return out
 
     @property
@@ -246,7 +251,7 @@ def render_text(rep: DiffReport) -> str:
     )
     regs = rep.regressions
     if regs:
-        lines += ["", f"REGRESSIONS ({len(regs)}):"] + [f"  {_clip(r)}" for r in regs]
+        lines += ["", f"REGRESSIONS ({len(regs)}):"] + [f"  {_clip(r, 2000)}" for r in regs]
     others = [s for s in rep.status_changes if not s.regression]
     if others:
         lines += ["", "Other status changes:"]

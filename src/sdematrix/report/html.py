@@ -29,8 +29,10 @@ Layout, top to bottom:
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from html import escape
 from pathlib import Path
 
@@ -46,7 +48,7 @@ from .charts import (
 )
 from .load import CellGroup, CellResult, RunResults, load_results
 
-__all__ = ["PATH_COLOURS", "STATUS_SYMBOLS", "anchor", "render_html", "write_html"]
+__all__ = ["PATH_COLOURS", "STATUS_SYMBOLS", "anchor", "iter_html", "render_html", "write_html"]
 
 PATH_COLOURS: dict[str, str] = {
     "generic": "#cfd8dc",
@@ -71,9 +73,20 @@ STATUS_LABEL = {
 }  # fmt: skip
 
 MODE_DIR_SHORT = {"encrypt": "enc", "decrypt": "dec"}
-MAX_REASON = 400
+MAX_REASON = 2000  # characters of one reason (a reason is one line; this only stops a flood)
+MAX_REASONS = 50  # reasons listed per cell, then "N more"
+MAX_PROBLEMS = 500  # cells in the failure list, then "N more"
+MAX_WORKLOADS = 40  # workloads detailed per heat-map square, then "N more"
 MAX_TAIL = 4000
 TOP_FUNCTIONS = 10
+# The report's size is bounded by these, whatever the number of cells: full
+# details (charts, top functions) while DETAIL_BUDGET bytes last, failures
+# first; then one compact line per workload while COMPACT_BUDGET lasts; the
+# rest is counted ("N more").
+DETAIL_BUDGET = 1_200_000
+MAX_FULL_WORKLOADS = 60  # and at most this many workloads in full (each reads its mix file)
+COMPACT_BUDGET = 400_000
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def path_colour(path: str | None) -> str:
@@ -90,7 +103,12 @@ def anchor(name: str) -> str:
 
 
 def _e(x: object) -> str:
-    return escape("" if x is None else str(x))
+    """HTML-escaped text; control characters (which HTML forbids in text and
+    attributes) shown as ``\\xNN`` / ``\\uNNNN``."""
+    s = "" if x is None else str(x)
+    s = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                     else f"\\u{ord(m.group()):04x}", s)  # fmt: skip
+    return escape(s)
 
 
 def _clip(s: str, n: int) -> str:
@@ -150,14 +168,20 @@ header.card { display:flex; justify-content:space-between; align-items:center; g
 .legend .sw { display:inline-block; width:14px; height:14px; border-radius:3px;
   vertical-align:-2px; margin-right:5px; border:1px solid rgba(0,0,0,.12); }
 .legend .grp { font-weight:600; color:var(--muted); margin-right: -8px; }
+.hm-scroll { overflow-x: auto; max-width: 100%; }
 table.heatmap { border-collapse: separate; border-spacing: 4px; }
 table.heatmap th { font-weight:600; color:#455a64; font-size:12.5px; }
 table.heatmap thead th { text-align:center; padding: 2px 4px; }
 table.heatmap thead tr.modes th { border-bottom: 2px solid var(--line); }
-th.hm-row { text-align:left; padding: 4px 10px 4px 0; white-space:nowrap; }
+th.hm-row { text-align:left; padding: 4px 10px 4px 0; white-space:nowrap; position: sticky;
+  left: 0; z-index: 1; background: var(--card); max-width: 190px; overflow: hidden;
+  text-overflow: ellipsis; }
+table.heatmap thead th:first-child { position: sticky; left: 0; z-index: 2;
+  background: var(--card); }
 th.hm-row .cpu { font-size: 14px; color: var(--fg); }
-th.hm-row .title { display:block; font-weight:400; color:var(--muted); font-size:11.5px; }
-td.hm-cell { width: 124px; min-width: 124px; height: 54px; border-radius: 6px; padding: 0;
+th.hm-row .title { display:block; font-weight:400; color:var(--muted); font-size:11.5px;
+  overflow: hidden; text-overflow: ellipsis; }
+td.hm-cell { width: 112px; min-width: 112px; height: 54px; border-radius: 6px; padding: 0;
   position: relative; box-shadow: inset 0 0 0 1px rgba(0,0,0,.10); }
 td.hm-cell a { display:block; height:100%; padding: 5px 7px; color: var(--fg);
   text-decoration:none; }
@@ -176,7 +200,7 @@ td.hm-cell.st-error .sym { color: var(--error); }
 td.hm-cell.st-skip, td.hm-cell.st-not_run { box-shadow: inset 0 0 0 1px #cfd8dc; }
 td.hm-cell.st-skip .path, td.hm-cell.st-not_run .path { color:#78909c; font-weight:600; }
 td.hm-cell.st-skip .sym, td.hm-cell.st-not_run .sym { color:#90a4ae; }
-td.hm-empty { width:124px; border-radius:6px; background:
+td.hm-empty { width:112px; border-radius:6px; background:
   repeating-linear-gradient(45deg,#fafafa 0 6px,#f0f0f0 6px 12px); }
 ul.problems { margin: 0; padding-left: 0; list-style: none; }
 ul.problems li { padding: 5px 0; border-bottom: 1px solid #f0f3f4; }
@@ -196,10 +220,17 @@ table.list td.tally { white-space: nowrap; }
 table.list td.num, table.list th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .pathtag { display:inline-block; padding: 0 7px; border-radius: 4px; font-weight:600;
   font-size: 12px; border: 1px solid rgba(0,0,0,.1); }
-section.detail { scroll-margin-top: 12px; }
+section.detail { scroll-margin-top: 12px; padding: 8px 18px; margin: 8px 0; }
+section.detail > details > summary { cursor: pointer; list-style-position: outside;
+  margin-left: 14px; }
+section.detail > details > summary > .head { display:inline-flex; width: calc(100% - 8px); }
+section.detail > details[open] > summary { margin-bottom: 6px; }
+ul.problems ul.more { margin: 2px 0 0 70px; padding-left: 16px; }
+ul.problems ul.more li { border: 0; padding: 1px 0; }
+table.compact td, table.compact th { padding: 2px 10px 2px 0; }
 section.detail:target { box-shadow: 0 0 0 3px #64b5f6; }
-section.detail > .head { display:flex; align-items:center; gap: 12px; flex-wrap: wrap; }
-section.detail > .head .top { margin-left:auto; font-size: 12px; }
+section.detail .head { display:flex; align-items:center; gap: 12px; flex-wrap: wrap; }
+section.detail .head .top { margin-left:auto; font-size: 12px; }
 .badge { font-weight: 700; font-size: 12px; padding: 2px 8px; border-radius: 4px; color:#fff; }
 .badge.pass { background: var(--pass); } .badge.fail { background: var(--fail); }
 .badge.error { background: var(--error); }
@@ -255,6 +286,8 @@ def _header(res: RunResults) -> str:
     ]
     if res.meta.get("interrupted"):
         sub.append('<b class="st-error-t">run interrupted</b>')
+    if res.meta.get("in_progress"):
+        sub.append('<b class="st-error-t">run still in progress (or killed): partial results</b>')
     chips = "".join(
         f'<span class="chip {s}"><b>{counts.get(s, 0)}</b>{_e(STATUS_LABEL[s])}</span>'
         for s in ("pass", "fail", "error", "skip", "not_run")
@@ -337,8 +370,8 @@ def _hm_cell(g: CellGroup) -> str:
     )
 
 
-def _heatmap(res: RunResults) -> str:
-    groups = res.groups()
+def _heatmap(res: RunResults, groups: dict[tuple[str, str, str], CellGroup] | None = None) -> str:
+    groups = res.groups() if groups is None else groups
     cols = res.columns
     modes = list(dict.fromkeys(m for m, _d in cols))
     head1 = (
@@ -350,8 +383,9 @@ def _heatmap(res: RunResults) -> str:
     )
     head2 = "<tr>" + "".join(f"<th>{_e(MODE_DIR_SHORT.get(d, d))}</th>" for _m, d in cols) + "</tr>"
     rows = []
+    present = {k[0] for k in groups}
     for cpu in res.cpus:
-        if not any(k[0] == cpu for k in groups):
+        if cpu not in present:
             continue
         m = res.models.get(cpu)
         title = m.title if m else ""
@@ -360,7 +394,8 @@ def _heatmap(res: RunResults) -> str:
             g = groups.get((cpu, mode, d))
             tds.append(_hm_cell(g) if g else '<td class="hm-empty" title="not in this run"></td>')
         rows.append(
-            f'<tr><th class="hm-row" data-cpu="{_e(cpu)}"><span class="cpu">{_e(cpu)}</span>'
+            f'<tr><th class="hm-row" data-cpu="{_e(cpu)}" title="{_e(title)}">'
+            f'<span class="cpu">{_e(cpu)}</span>'
             f'<span class="title">{_e(title)}</span></th>{"".join(tds)}</tr>'
         )
     seen_paths = {p for g in groups.values() for p in g.paths}
@@ -369,25 +404,34 @@ def _heatmap(res: RunResults) -> str:
     return (
         '<section class="card" id="heatmap"><h2>Path heat-map</h2>'
         + _legend(legend_paths)
-        + f'<table class="heatmap"><thead>{head1}{head2}</thead><tbody>{"".join(rows)}'
-        "</tbody></table></section>"
+        + f'<div class="hm-scroll"><table class="heatmap"><thead>{head1}{head2}</thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div></section>"
     )
+
+
+def _more(n: int, what: str) -> str:
+    return f'<li class="sub">&hellip; and {n} more {_e(what)}</li>'
 
 
 def _problems(res: RunResults) -> str:
     bad = [c for c in res.cells if c.status in ("fail", "error")]
     bad.sort(key=lambda c: (0 if c.status == "fail" else 1, c.name))
     items = []
-    for c in bad:
-        more = (
-            f' <span class="sub">(+{len(c.reasons) - 1} more)</span>' if len(c.reasons) > 1 else ""
-        )
+    for c in bad[:MAX_PROBLEMS]:
         first = c.reasons[0] if c.reasons else c.status
+        rest = c.reasons[1:MAX_REASONS]
+        more = "".join(f"<li>{_e(_clip(r, MAX_REASON))}</li>" for r in rest)
+        if len(c.reasons) > MAX_REASONS:
+            more += _more(len(c.reasons) - MAX_REASONS, "reasons (see the cell's detail)")
         items.append(
             f'<li><span class="st">{_status_text(c.status)}</span> '
             f'<a class="mono" href="#{anchor(c.name)}">{_e(c.name)}</a> &mdash; '
-            f"{_e(_clip(first, MAX_REASON))}{more}</li>"
+            f"{_e(_clip(first, MAX_REASON))}"
+            + (f'<ul class="more">{more}</ul>' if more else "")
+            + "</li>"
         )
+    if len(bad) > MAX_PROBLEMS:
+        items.append(_more(len(bad) - MAX_PROBLEMS, "failed or errored cells (see results.json)"))
     skips: dict[str, list[CellResult]] = {}
     for c in res.cells:
         if c.status in ("skip", "not_run"):
@@ -396,10 +440,12 @@ def _problems(res: RunResults) -> str:
         reasons = list(dict.fromkeys(c.reasons[0] if c.reasons else c.status for c in cs))
         kinds = sorted({c.status for c in cs})
         label = " / ".join(STATUS_LABEL.get(k, k) for k in kinds)
+        shown = "; ".join(reasons[:5]) + (f"; and {len(reasons) - 5} more" if len(reasons) > 5
+                                          else "")  # fmt: skip
         items.append(
             f'<li><span class="st">{_status_text(kinds[0])}</span> <b>{_e(cpu)}</b>: '
             f"{len(cs)} cell{'s' if len(cs) != 1 else ''} {_e(label)} &mdash; "
-            f"{_e(_clip('; '.join(reasons), MAX_REASON))}</li>"
+            f"{_e(_clip(shown, MAX_REASON))}</li>"
         )
     if not items:
         body = '<p class="st-pass-t">Every cell passed.</p>'
@@ -509,6 +555,10 @@ def _functions(mix: Mix) -> str:
         return ""
     top = fs[0].counts.total or 1
     executed = sum(1 for f in mix.functions if f.counts.total > 0)
+    # a passing cell's stored mix keeps only its busiest functions: the count is in meta
+    kept = mix.meta.get("functions_executed")
+    if isinstance(kept, int) and kept > executed:
+        executed = kept
     rows = []
     for f in fs:
         w = f.counts.width
@@ -579,11 +629,16 @@ def _workload(c: CellResult) -> str:
     if c.reasons and c.status != "pass":
         parts.append(
             '<ul class="reasons">'
-            + "".join(f"<li>{_e(_clip(r, MAX_REASON))}</li>" for r in c.reasons[:30])
-            + (f"<li>... and {len(c.reasons) - 30} more</li>" if len(c.reasons) > 30 else "")
+            + "".join(f"<li>{_e(_clip(r, MAX_REASON))}</li>" for r in c.reasons[:MAX_REASONS])
+            + (
+                _more(len(c.reasons) - MAX_REASONS, "reasons (cells/*.json has them all)")
+                if len(c.reasons) > MAX_REASONS
+                else ""
+            )
             + "</ul>"
         )
-    parts.append(_violations(c))
+    if c.status in ("fail", "error"):
+        parts.append(_violations(c))  # a cell that passed has none: no detail file read
     mix = c.mix
     if mix is not None and mix.legacy_forms:
         # encodings the model ran as an older instruction (TZCNT as BSF)
@@ -616,7 +671,31 @@ def _workload(c: CellResult) -> str:
     return "".join(parts)
 
 
-def _detail(res: RunResults, g: CellGroup) -> str:
+def _compact(c: CellResult) -> str:
+    """One table row for a workload past the full-detail budget."""
+    # from the summary in results.json: a compact row never reads a mix file
+    summ = c.mix_summary or {}
+    total = summ.get("total") if isinstance(summ.get("total"), int) else None
+    sets = summ.get("top_isa_sets") if isinstance(summ.get("top_isa_sets"), dict) else {}
+    top = ", ".join(f"{k} {v}" for k, v in list(sets.items())[:4])
+    first = c.reasons[0] if c.reasons and c.status != "pass" else ""
+    return (
+        f'<tr id="{anchor(c.name)}"><td>{_status_text(c.status)}</td>'
+        f'<td class="mono">{_e(c.name)}</td><td>{_path_tag(c.path)}</td>'
+        f'<td class="num">{"-" if total is None else f"{total:,}"}</td>'
+        f"<td>{_e(top or '-')}</td><td>{_e(_clip(first, MAX_REASON))}</td></tr>"
+    )
+
+
+def _release(c: CellResult) -> None:
+    """Forget a cell's loaded mix once its detail is rendered: the report's
+    memory is bounded by what it writes, not by the run's size."""
+    if hasattr(c, "_mix_loaded"):
+        c._mix = None
+        c._mix_loaded = False
+
+
+def _detail(res: RunResults, g: CellGroup, full: bool = True) -> str:
     m = res.models.get(g.cpu)
     status = g.status
     head = (
@@ -627,19 +706,39 @@ def _detail(res: RunResults, g: CellGroup) -> str:
            if g.expected_path and g.expected_path != g.path else "")
         + '<a class="top" href="#heatmap">&uarr; heat-map</a></div>'
     )  # fmt: skip
+    cells = g.cells[:MAX_WORKLOADS]
+    more = (
+        f'<p class="sub">&hellip; and {len(g.cells) - MAX_WORKLOADS} more workloads '
+        "(see results.json)</p>"
+        if len(g.cells) > MAX_WORKLOADS
+        else ""
+    )
     if status in ("skip", "not_run") and all(c.status == status for c in g.cells):
         reasons = list(dict.fromkeys(c.reasons[0] for c in g.cells if c.reasons))
-        ids = "".join(f'<span id="{anchor(c.name)}"></span>' for c in g.cells)
+        ids = "".join(f'<span id="{anchor(c.name)}"></span>' for c in cells)
         body = (
             f'<p class="sub">{ids}{len(g.cells)} workload{"s" if len(g.cells) != 1 else ""} '
-            f"({_e(', '.join(c.workload for c in g.cells))}) {_e(STATUS_LABEL[status])}: "
-            f"{_e(_clip('; '.join(reasons), MAX_REASON))}</p>"
+            f"({_e(', '.join(c.workload for c in cells))}"
+            f"{', ...' if len(g.cells) > len(cells) else ''}) {_e(STATUS_LABEL[status])}: "
+            f"{_e(_clip('; '.join(reasons[:5]), MAX_REASON))}</p>"
         )
+    elif full:
+        parts = []
+        for c in cells:
+            parts.append(_workload(c))
+            _release(c)
+        body = "".join(parts) + more
     else:
-        body = "".join(_workload(c) for c in g.cells)
+        body = (
+            '<table class="list compact"><tr><th>status</th><th>cell</th><th>path</th>'
+            '<th class="num">instructions</th><th>top ISA sets</th><th>reason</th></tr>'
+            + "".join(_compact(c) for c in cells)
+            + "</table>"
+            + more
+        )
     return (
         f'<section class="card detail st-{_e(status)}" id="{anchor(g.name)}" '
-        f'data-cell="{_e(g.name)}">{head}{body}</section>'
+        f'data-cell="{_e(g.name)}"><details><summary>{head}</summary>{body}</details></section>'
     )
 
 
@@ -661,49 +760,91 @@ def _isa_legend() -> str:
 # --------------------------------------------------------------------------
 
 
-def render_html(res: RunResults) -> str:
-    groups = res.groups()
+_RANK = {"fail": 0, "error": 1}
+
+
+def _details(res: RunResults, groups: dict[tuple[str, str, str], CellGroup]) -> Iterator[str]:
+    """The detail sections: failures first, then matrix order; full while
+    :data:`DETAIL_BUDGET` lasts, compact while :data:`COMPACT_BUDGET` lasts,
+    then a count of what is left."""
     order = {cpu: i for i, cpu in enumerate(res.cpus)}
     col_order = {col: i for i, col in enumerate(res.columns)}
     ordered = sorted(
         groups.values(),
-        key=lambda g: (order.get(g.cpu, 1 << 30), col_order.get((g.mode, g.direction), 1 << 30)),
+        key=lambda g: (
+            _RANK.get(g.status, 2),
+            order.get(g.cpu, 1 << 30),
+            col_order.get((g.mode, g.direction), 1 << 30),
+        ),
     )
-    details = "".join(_detail(res, g) for g in ordered)
-    warnings = res.all_warnings()
-    warn_html = (
-        '<section class="card"><h2>Report warnings</h2><ul class="warn">'
-        + "".join(f"<li>{_e(w)}</li>" for w in warnings)
-        + "</ul></section>"
-        if warnings
-        else ""
-    )
+    full_left, compact_left = DETAIL_BUDGET, COMPACT_BUDGET
+    workloads_left = MAX_FULL_WORKLOADS
+    for i, g in enumerate(ordered):
+        if full_left > 0 and workloads_left > 0:
+            text = _detail(res, g, full=True)
+            full_left -= len(text)
+            workloads_left -= min(len(g.cells), MAX_WORKLOADS)
+        elif compact_left > 0:
+            text = _detail(res, g, full=False)
+            compact_left -= len(text)
+        else:
+            rest = ordered[i:]
+            n = sum(len(x.cells) for x in rest)
+            yield (
+                f'<p class="card sub" id="details-more">&hellip; and {len(rest)} more '
+                f"heat-map squares ({n} cells) not detailed here, to keep this report small: "
+                "their records are in results.json and cells/*.json.</p>"
+            )
+            return
+        yield text
+
+
+def iter_html(res: RunResults) -> Iterator[str]:
+    """The report, piece by piece (see :func:`write_html`)."""
+    groups = res.groups()
     counts = res.counts
     title = (
         f"sdematrix report: {counts.get('pass', 0)} pass, {counts.get('fail', 0)} fail, "
         f"{counts.get('error', 0)} error, {counts.get('skip', 0)} skip"
     )
-    return (
+    yield (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta name="generator" content="sdematrix {_e(__version__)}">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body><main>"
-        + _header(res)
-        + _heatmap(res)
-        + _problems(res)
-        + _metadata(res)
-        + '<h2 id="details" style="margin-top:28px">Cell details</h2>'
-        + _isa_legend()
-        + details
-        + warn_html
-        + f'<footer>Generated from <span class="mono">{_e(res.directory)}</span> by '
+    )
+    yield _header(res)
+    yield _problems(res)
+    yield _heatmap(res, groups)
+    yield (
+        '<h2 id="details" style="margin-top:28px">Cell details '
+        '<span class="sub" style="font-size:13px;font-weight:400">(failures first; '
+        "click a square to open it)</span></h2>"
+    )
+    yield _isa_legend()
+    yield from _details(res, groups)
+    yield _metadata(res)
+    warnings = res.all_warnings()
+    if warnings:
+        yield (
+            '<section class="card"><h2>Report warnings</h2><ul class="warn">'
+            + "".join(f"<li>{_e(w)}</li>" for w in warnings[:MAX_PROBLEMS])
+            + (_more(len(warnings) - MAX_PROBLEMS, "warnings") if len(warnings) > MAX_PROBLEMS
+               else "")
+            + "</ul></section>"
+        )  # fmt: skip
+    yield (
+        f'<footer>Generated from <span class="mono">{_e(res.directory)}</span> by '
         f"sdematrix.report {_e(__version__)} (self-contained: no scripts, no external "
-        "resources).</footer>"
-        + "</main></body></html>\n"
+        "resources).</footer></main></body></html>\n"
     )
 
 
-def write_html(results_dir: str | Path, dest: str | Path) -> Path:
+def render_html(res: RunResults) -> str:
+    return "".join(iter_html(res))
+
+
+def write_html(results_dir: str | Path | RunResults, dest: str | Path) -> Path:
     """Render `results_dir` to one self-contained HTML file at `dest`; return its path.
 
     Raises :class:`~sdematrix.report.load.ResultsDirError` (one line) when
@@ -711,14 +852,20 @@ def write_html(results_dir: str | Path, dest: str | Path) -> Path:
     :class:`~sdematrix.errors.OutputDirError` when `dest` cannot be written."""
     from ..errors import OutputDirError
 
-    res = load_results(results_dir)
-    text = render_html(res)
+    res = results_dir if isinstance(results_dir, RunResults) else load_results(results_dir)
     out = Path(dest)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(iter_html(res))
+        os.replace(tmp, out)
     except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         raise OutputDirError(f"cannot write HTML report {out}: {e.strerror or e}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     return out

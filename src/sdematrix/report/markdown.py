@@ -4,7 +4,8 @@ Same grid as the HTML report -- CPU models as rows, (mode, direction) as
 columns, workloads of one square folded into the worst status -- with
 symbols instead of colours: ✅ pass, ❌ fail, ⚠️ error, ⏭ skip, ⏸ not run; the
 chosen path in each square and "expected X" where it differs.  Under it the
-counts, the failure / error reasons (first reason per cell, clipped) and one
+counts, every failure / error reason (the first on the cell's line, the others
+nested under it, up to :data:`MAX_REASONS`, then "N more") and one
 line per skipped model.
 
 GitHub caps a step summary at 1 MiB; this stays far below: reasons are
@@ -16,6 +17,7 @@ beyond it are replaced by a count).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..errors import OutputDirError
@@ -29,14 +31,22 @@ SYMBOLS: dict[str, str] = {
 }  # fmt: skip
 STATUS_WORD = {"pass": "pass", "fail": "fail", "error": "error", "skip": "skip",
                "not_run": "not run"}  # fmt: skip
-MAX_REASON = 240
+MAX_REASON = 240  # characters of one reason (a reason is one line): only stops a flood
 MAX_PROBLEMS = 40
+MAX_REASONS = 20  # reasons listed per failed cell, then "N more"
 BUDGET = 60 * 1024  # bytes; GitHub's limit is 1 MiB per step
+TABLE_BUDGET = BUDGET // 2  # the heat-map table's share, then "N more models"
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")
 
 
 def _md(text: str) -> str:
-    """Make free text safe inside a table cell / list item."""
+    """Make free text safe inside a table cell / list item: one line (a
+    newline would end the row), ``|`` escaped, no HTML, control characters
+    shown as ``\\xNN``."""
     text = " ".join(str(text).split())
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
     return (
         text.replace("\\", "\\\\")
         .replace("|", "\\|")
@@ -78,14 +88,20 @@ def _table(res: RunResults) -> list[str]:
     head = "| CPU | " + " | ".join(f"{m} {short.get(d, d)}" for m, d in cols) + " |"
     sep = "|---|" + "---|" * len(cols)
     lines = [head, sep]
-    for cpu in res.cpus:
-        if not any(k[0] == cpu for k in groups):
-            continue
+    present = {k[0] for k in groups}
+    rows = [cpu for cpu in res.cpus if cpu in present]
+    used = len(head) + len(sep)
+    for i, cpu in enumerate(rows):
         row = [f"**{_md(cpu)}**"]
         for mode, d in cols:
             g = groups.get((cpu, mode, d))
             row.append(_square(g) if g else "")
-        lines.append("| " + " | ".join(row) + " |")
+        line = "| " + " | ".join(row) + " |"
+        used += len(line.encode()) + 1
+        if used > TABLE_BUDGET:
+            lines += ["", f"… and {len(rows) - i} more models (see the HTML report)"]
+            break
+        lines.append(line)
     return lines
 
 
@@ -96,8 +112,21 @@ def _problem_lines(res: RunResults) -> list[str]:
     for c in bad:
         first = c.reasons[0] if c.reasons else c.status
         more = f" (+{len(c.reasons) - 1} more)" if len(c.reasons) > 1 else ""
-        out.append(f"- {SYMBOLS[c.status]} `{c.name}`: {_md(_clip(first))}{more}")
+        item = [f"- {SYMBOLS[c.status]} {_code(c.name)}: {_md(_clip(first))}{more}"]
+        # the further reasons, nested under the cell (one item: kept or cut whole)
+        item += [f"  - {_md(_clip(r))}" for r in c.reasons[1:MAX_REASONS]]
+        if len(c.reasons) > MAX_REASONS:
+            item.append(f"  - … and {len(c.reasons) - MAX_REASONS} more reasons")
+        out.append("\n".join(item))
     return out
+
+
+def _code(text: str) -> str:
+    """`text` as an inline code span that no backtick in it can end early."""
+    t = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", " ".join(str(text).split()))
+    t = t.replace("|", "\\|")
+    fence = "``" if "`" in t else "`"
+    return f"{fence} {t} {fence}" if fence == "``" else f"`{t}`"
 
 
 def _unrunnable(res: RunResults) -> dict[tuple[str, str], list[CellResult]]:
@@ -121,8 +150,7 @@ def _skip_lines(groups: dict[tuple[str, str], list[CellResult]]) -> list[str]:
         cpus = ", ".join(dict.fromkeys(c.cpu for c in cs))
         n = len(cs)
         out.append(
-            f"- {SYMBOLS[kind]} {n} cell{'s' if n != 1 else ''} ({_md(cpus)}): "
-            f"{_md(_clip(why))}"
+            f"- {SYMBOLS[kind]} {n} cell{'s' if n != 1 else ''} ({_md(cpus)}): {_md(_clip(why))}"
         )
     return out
 
@@ -192,12 +220,14 @@ def render_markdown(res: RunResults) -> str:
     return head + "\n".join(tail) + "\n"
 
 
-def write_markdown(results_dir: str | Path) -> str:
+def write_markdown(results_dir: str | Path | RunResults) -> str:
     """The markdown summary of `results_dir` (raises ResultsDirError, one line)."""
+    if isinstance(results_dir, RunResults):
+        return render_markdown(results_dir)
     return render_markdown(load_results(results_dir))
 
 
-def emit_step_summary(results_dir: str | Path) -> Path | None:
+def emit_step_summary(results_dir: str | Path | RunResults) -> Path | None:
     """Append the summary to ``$GITHUB_STEP_SUMMARY`` when set; return that path
     (None when the variable is unset or empty)."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
