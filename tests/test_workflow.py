@@ -214,6 +214,7 @@ def test_every_sdematrix_command_in_the_workflow_parses() -> None:
             line = re.sub(r"^.*\$\((sdematrix [^)]*)\).*$", r"\1", line)
             line = line.removeprefix("exec ").split(" || ")[0].rstrip("\\").strip()
             line = line.replace('"${base[@]}"', "")  # an optional --base-image pair
+            line = line.replace('"${JOBS:-2}"', "2")
             argv = shlex.split(re.sub(r'"\$\{?[A-Za-z_]+[^"]*"', "X", line))[1:]
             if argv[0] == "run" and "--out" not in argv:  # continued on the next line
                 argv += ["--out", "X"]
