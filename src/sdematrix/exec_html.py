@@ -50,14 +50,12 @@ def load_exec_results(results_dir: Path) -> dict[str, Any]:
 
 
 def _check_names(data: dict[str, Any]) -> list[str]:
-    names: list[str] = []
-    for row in data["models"]:
-        for c in row.get("checks") or []:
-            if c["name"] not in names:
-                names.append(c["name"])
-    for e in data.get("expectations") or []:
-        if e not in names:
-            names.append(e)
+    """The run check, then the expectations in file order, then any other."""
+    seen = [c["name"] for row in data["models"] for c in row.get("checks") or []]
+    names = [n for n in dict.fromkeys(seen) if n == "run and chip check"]
+    for n in [*(data.get("expectations") or []), *seen]:
+        if n not in names:
+            names.append(n)
     return names
 
 

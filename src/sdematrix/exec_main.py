@@ -149,7 +149,8 @@ def _write_outputs(args: argparse.Namespace, out: Path | None, outcomes: list[An
         write_exec_junit(Path(args.junit), outcomes, prog)
     if args.report or os.environ.get("GITHUB_STEP_SUMMARY"):
         try:
-            files = write_exec_reports(outcomes, prog, Path(args.report) if args.report else None)
+            files = write_exec_reports(outcomes, prog, Path(args.report) if args.report else None,
+                                       exps)
         except OSError as e:
             print(f"{PROG}: warning: report not written: {e.strerror or e}", file=sys.stderr)
             return
