@@ -644,10 +644,12 @@ def test_ptrace_shard_script_runs_the_50_models_in_docker(tmp_path: Path) -> Non
            "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"), "JOBS": "2"}  # fmt: skip
     p = subprocess.run(["bash", str(PTRACE_SHARD), ",".join(models), str(out)], cwd=ROOT,
                        env=env, capture_output=True, text=True, timeout=3600, check=False)  # fmt: skip
-    tail = p.stdout[-3000:] + p.stderr[-2000:]
+    data = json.loads((out / "results.json").read_text())
+    bad = [f"{c['cell']}: {c['status']}: {'; '.join(c.get('reasons') or [])}"
+           for c in data["cells"] if c["status"] != "pass"]  # fmt: skip
+    tail = "\n".join(bad) + "\n" + p.stdout[-2000:] + p.stderr[-2000:]
     assert p.returncode == 0, tail
     cannot = (out / "not-runnable.txt").read_text().splitlines()
-    data = json.loads((out / "results.json").read_text())
     ran = {c["cpu"] for c in data["cells"]}
     assert ran | {ln.split(":", 1)[0] for ln in cannot} == set(models)
     assert all(c["status"] == "pass" for c in data["cells"]), tail
