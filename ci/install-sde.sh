@@ -15,7 +15,8 @@
 # (SDE_SHA256_OVERRIDE replaces the pin, e.g. for another version's kit).
 #
 # On failure: ONE line on stderr saying what each source gave and how to
-# proceed.  Exit 1: nothing could be fetched (network/HTTP); 3: something was
+# proceed.  With SDE_SOURCES_REPORT=FILE, also one line per source in FILE
+# ("cache: ...", "SDE_MIRROR_URL: ...", "Intel: ..."), for a CI step summary.  Exit 1: nothing could be fetched (network/HTTP); 3: something was
 # fetched but it is not the SDE archive (HTML, empty, truncated); 2: an xz
 # archive with the wrong SHA-256 (or an SDE_TARBALL that is not one); the
 # highest of these over the sources tried.  Exit 1 also when the unpacked
@@ -33,10 +34,17 @@ dest="${1:-${HOME}/.cache/sdematrix/sde-${SDE_VERSION}}"
 name="sde-external-${SDE_VERSION}-lin.tar.xz"
 how="put the pinned tarball ($name, sha256 $sha) at SDE_TARBALL=path, restore $dest from a cache, or set SDE_MIRROR_URL to a copy of it (same SHA-256 pin)"
 
+# note SOURCE WHAT: one line of the per-source report (when asked for)
+note() {
+    if [ -n "${SDE_SOURCES_REPORT:-}" ]; then echo "$1: $2" >>"$SDE_SOURCES_REPORT"; fi
+}
+
 if [ -x "$dest/sde64" ]; then
+    note cache "hit: $dest/sde64"
     echo "$dest/sde64"
     exit 0
 fi
+note cache "no SDE kit at $dest (no cache entry restored there)"
 
 # check FILE: prints nothing and returns 0 when FILE is the pinned archive;
 # otherwise prints why and returns 3 (not the archive) or 2 (wrong hash).
@@ -67,12 +75,14 @@ worst=0
 report=""
 if [ -n "${SDE_TARBALL:-}" ]; then
     if [ ! -f "$SDE_TARBALL" ]; then
+        note SDE_TARBALL "$SDE_TARBALL does not exist"
         echo "install-sde: SDE_TARBALL=$SDE_TARBALL does not exist; $how" >&2
         exit 2
     fi
     # A local file is not a download: no size floor (it was placed on purpose).
     why="$(min_bytes=1 check "$SDE_TARBALL")" || {
         rc=$?
+        note SDE_TARBALL "$SDE_TARBALL is $why"
         [ "$rc" -eq 2 ] && echo "install-sde: SHA-256 mismatch for SDE_TARBALL=$SDE_TARBALL: ${why#an xz archive with a SHA-256 mismatch: }; $how" >&2 \
             || echo "install-sde: SDE_TARBALL=$SDE_TARBALL is $why; $how" >&2
         exit 2
@@ -82,26 +92,37 @@ else
     tmp="$(mktemp -d /tmp/install-sde.XXXXXX)"
     trap 'rm -rf "$tmp"' EXIT
     sources=()
-    [ -n "${SDE_MIRROR_URL:-}" ] && sources+=("$SDE_MIRROR_URL")
+    labels=()
+    if [ -n "${SDE_MIRROR_URL:-}" ]; then
+        sources+=("$SDE_MIRROR_URL")
+        labels+=(SDE_MIRROR_URL)
+    else
+        note SDE_MIRROR_URL "not set (a repository variable naming a copy of $name)"
+    fi
     sources+=("$url")
+    labels+=(Intel)
     i=0
     for src in "${sources[@]}"; do
+        label="${labels[$i]}"
         i=$((i + 1))
         f="$tmp/$i.tar.xz"
         code="$(curl -sL --retry 3 -o "$f" -w '%{http_code}' "$src" 2>/dev/null)" && rc=0 || rc=$?
         if [ "$rc" -ne 0 ]; then
             report+="${report:+; }$src: download failed (curl exit $rc, HTTP ${code:-none})"
+            note "$label" "$src: download failed (curl exit $rc, HTTP ${code:-none})"
             [ "$worst" -lt 1 ] && worst=1
             continue
         fi
         case "$code" in 2??|000) ;; *)
             report+="${report:+; }$src: HTTP $code"
+            note "$label" "$src: HTTP $code"
             [ "$worst" -lt 1 ] && worst=1
             continue ;;
         esac
-        why="$(check "$f")" && { tarball="$f"; break; } || rc=$?
+        why="$(check "$f")" && { tarball="$f"; note "$label" "$src: the pinned kit"; break; } || rc=$?
         if [ "$code" = 000 ]; then what="the file"; else what="the HTTP $code answer"; fi
         report+="${report:+; }$src: $what is $why"
+        note "$label" "$src: $what is $why"
         if [ "$rc" -eq 2 ]; then worst=2; elif [ "$worst" -ne 2 ]; then worst=3; fi
     done
     if [ -z "$tarball" ]; then

@@ -9,9 +9,14 @@ Sub-commands::
     sdematrix list-cpus [--matrix FILE] [--github-matrix [--shards N]]
     sdematrix explain CPU [--matrix FILE]
     sdematrix doctor [--matrix FILE] [--json]   # backends usable here, CPUID mode
-    sdematrix mix FILE              # an SDE mix file, normalised to JSON on stdout
-    sdematrix exec --cpu MODELS [--region R] [--expect F] [--junit F] [--out DIR]
-                   [--allow-exit N] [--backend auto|ptrace|sde] -- PROG ARGS...
+    sdematrix mix FILE [--json]     # an SDE mix file: a summary (--json: all, normalised)
+    sdematrix exec --cpu MODELS [--models FILE] [--region R] [--expect F] [--junit F]
+                   [--out DIR] [--report DIR] [--jobs N] [--allow-skip] [--allow-exit N]
+                   [--backend auto|ptrace|sde] [--sde-path P] [--print-command]
+                   -- PROG ARGS...
+
+The options run, exec, docker run and the pytest plugin share are defined
+once, in :mod:`sdematrix.options` (same spelling, default and help).
 
 ``--matrix`` defaults to ``./sde_matrix.yaml`` when it exists, else the copy
 shipped inside the package.
@@ -48,8 +53,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import __version__, signals
-from .backends.registry import CPUID_MODES
+from . import __version__, options, signals
 from .errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -65,7 +69,7 @@ __all__ = ["EXIT_INTERNAL", "main"]
 EXIT_INTERNAL = 3
 PROG = "sdematrix"
 DEFAULT_OUT = "sdematrix-results"
-DEFAULT_TIMEOUT = 300.0
+DEFAULT_TIMEOUT = options.DEFAULT_TIMEOUT
 
 
 class _UsageError(SdeMatrixError):
@@ -123,8 +127,8 @@ def _number_arg(
     return parse
 
 
-_positive_int = _number_arg(int, lambda v: v >= 1, "must be at least 1", "an integer")
-_positive_float = _number_arg(float, lambda v: v > 0, "must be positive", "a number")
+_positive_int = options.positive_int
+_positive_float = options.positive_float
 _nonneg_float = _number_arg(float, lambda v: v >= 0, "must be >= 0", "a number")
 _seed = _number_arg(
     lambda t: int(t, 0), lambda v: 0 <= v < 1 << 64, "must be a 64-bit unsigned integer",
@@ -377,10 +381,14 @@ def _write_run_reports(out: Path, report_dir: str | None, progress: Any = None) 
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from .exec_html import is_exec_results
     from .report import emit_step_summary, load_results, write_html, write_markdown
 
-    results = load_results(Path(args.results_dir))  # read once for every report
-    dest = Path(args.html) if args.html else Path(args.results_dir) / "report.html"
+    results_dir = Path(args.results_dir)
+    if is_exec_results(results_dir):
+        return _report_exec(args, results_dir)
+    results = load_results(results_dir)  # read once for every report
+    dest = Path(args.html) if args.html else results_dir / "report.html"
     path = write_html(results, dest)
     if args.markdown is not None:
         text = write_markdown(results)
@@ -388,9 +396,36 @@ def cmd_report(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
         else:
             Path(args.markdown).write_text(text)
-    if args.step_summary:
-        emit_step_summary(results)
+    if args.step_summary and emit_step_summary(results) is None:
+        _no_step_summary()
     print(f"report: {path}", file=sys.stderr if args.markdown == "-" else sys.stdout)
+    return EXIT_OK
+
+
+def _no_step_summary() -> None:
+    print(f"{PROG}: --step-summary: $GITHUB_STEP_SUMMARY is not set (not on GitHub "
+          "Actions?): no step summary written", file=sys.stderr)  # fmt: skip
+
+
+def _report_exec(args: argparse.Namespace, results: Path) -> int:
+    """`sdematrix report` on an `exec --out` directory."""
+    from .exec_html import load_exec_results, render_html, render_markdown, step_summary
+
+    data = load_exec_results(results)
+    dest = Path(args.html) if args.html else results / "report.html"
+    try:
+        dest.write_text(render_html(data), encoding="utf-8")
+        if args.markdown not in (None, "-"):
+            Path(args.markdown).write_text(render_markdown(data), encoding="utf-8")
+    except OSError as e:
+        from .errors import OutputDirError
+
+        raise OutputDirError(f"cannot write the report: {e.strerror or e}") from None
+    if args.markdown == "-":
+        sys.stdout.write(render_markdown(data))
+    if args.step_summary and step_summary(data) is None:
+        _no_step_summary()
+    print(f"report: {dest}", file=sys.stderr if args.markdown == "-" else sys.stdout)
     return EXIT_OK
 
 
@@ -435,8 +470,11 @@ def cmd_docker_run(args: argparse.Namespace) -> int:
     junit_path = _junit_path(args)
     # Each container runs `sdematrix run --cpu <one>`: it names its CPU, so
     # it is strict unless this run is not (a default run, or --allow-skip).
-    tail = ["--cpuid-mode", args.cpuid_mode, *([] if strict else ["--allow-skip"])]
+    tail = ["--cpuid-mode", args.cpuid_mode, "--timeout", f"{args.timeout:g}",
+            *([] if strict else ["--allow-skip"])]  # fmt: skip
     out = Path(args.out)
+    # --timeout is per cell, as for `run`; a container runs one model's cells
+    per_cpu = max((len(matrix.cells([c])) for c in cpus), default=1)
     code = run_in_docker(
         cpus,
         out=out,
@@ -446,7 +484,7 @@ def cmd_docker_run(args: argparse.Namespace) -> int:
         rebuild=args.build,
         base_image=args.base_image,
         backend=args.backend or "auto",
-        timeout=args.timeout,
+        timeout=args.timeout * per_cpu + 120.0,  # + start-up of the container
         extra_args=tail,
         matrix_file=_matrix_path(args.matrix),
     )
@@ -467,12 +505,21 @@ def cmd_list_cpus(args: argparse.Namespace) -> int:
     from . import explain as ex
 
     matrix = _load(args.matrix)
+    if args.github_matrix and args.host_split:
+        raise _UsageError("--github-matrix and --host-split exclude each other")
     if args.github_matrix:
         # one line, for `echo "matrix=$(sdematrix list-cpus --github-matrix)" >> $GITHUB_OUTPUT`
         from .shards import github_matrix
 
-        gm = github_matrix(matrix, args.shards)
+        gm = github_matrix(matrix, args.shards, args.backend)
         sys.stdout.write(json.dumps(gm, separators=(",", ":")) + "\n")
+    elif args.host_split:
+        # one line of JSON: which of --cpu this host can run under --backend
+        from .matrix_file import select_cpus
+        from .shards import host_split
+
+        split = host_split(matrix, select_cpus(matrix, args.cpu), args.backend)
+        sys.stdout.write(json.dumps(split, separators=(",", ":")) + "\n")
     else:
         sys.stdout.write(_table(ex.list_cpus(matrix)))
     return EXIT_OK
@@ -482,7 +529,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from . import explain as ex
 
     matrix = _load(args.matrix)
-    _emit(ex.explain(matrix, args.cpu))
+    _emit(ex.explain(matrix, ex.resolve_cpu(matrix, args.cpu)))
     return EXIT_OK
 
 
@@ -501,116 +548,21 @@ def cmd_mix(args: argparse.Namespace) -> int:
     from .sde_mix import parse_mix_file
 
     mix = parse_mix_file(args.file)
-    indent = None if args.compact else 1
-    sys.stdout.write(json.dumps(mix.to_json(), indent=indent) + "\n")
+    if args.json or args.compact:
+        indent = None if args.compact else 1
+        sys.stdout.write(json.dumps(mix.to_json(), indent=indent) + "\n")
+    else:
+        from .mix_summary import summary_text
+
+        sys.stdout.write(summary_text(mix, args.file))
     return EXIT_OK
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    """``sdematrix exec``: see :mod:`sdematrix.exec_run`."""
-    from .exec_expect import load_expectations
-    from .exec_report import judge_exec, summary_line, write_exec_junit, write_exec_results
-    from .exec_run import (
-        ExecError,
-        ExecPlan,
-        discover_images,
-        parse_region,
-        read_stdin,
-        run_model,
-        workdir,
-    )
-    from .matrix_file import select_cpus
+    """``sdematrix exec``: see :mod:`sdematrix.exec_main`."""
+    from .exec_main import cmd_exec as run_exec
 
-    prog = list(args.program)
-    if prog and prog[0] == "--":
-        prog = prog[1:]
-    if not prog:
-        raise _UsageError("exec: no program given (sdematrix exec --cpu MODELS -- PROG ARGS...)")
-    matrix = _load(args.matrix)
-    cpus = select_cpus(matrix, args.cpu)
-    regions = [parse_region(r) for r in args.region or []]
-    exps = load_expectations(args.expect) if args.expect else []
-    backend = args.backend or "auto"
-    if backend == "qemu":
-        raise ExecError("exec --backend qemu is not implemented (use ptrace or sde)")
-    if backend == "sde":
-        return _exec_sde(args, matrix, cpus, prog, regions)
-    plan = ExecPlan(argv=prog, regions=regions, cpuid_mode=args.cpuid_mode,
-                    timeout=args.timeout)  # fmt: skip
-    missing = plan.missing_symbols()
-    if missing:  # maybe in an image the program dlopens: run it once to see
-        plan.stdin = read_stdin()
-        discover_images(plan, matrix.models[cpus[0]], workdir(None))
-        missing = plan.missing_symbols()
-    if missing:
-        raise ExecError(
-            f"no image of {plan.exe} defines function {missing[0]!r} "
-            f"(searched the {len(plan.images)} images it maps)"
-        )
-    if not regions:
-        plan.regions = [parse_region("marks" if plan.has_marks() else "whole")]
-    if plan.stdin is None:
-        plan.stdin = read_stdin()
-    out = Path(args.out) if args.out else None
-    work = workdir(out)
-    outcomes = []
-    for cpu in cpus:
-        model = matrix.models[cpu]
-        res = run_model(plan, model, work)
-        outcome = judge_exec(res, model, exps, set(args.allow_exit or []))
-        outcomes.append(outcome)
-        if out is None:
-            sys.stdout.buffer.write(res.stdout)
-            sys.stdout.flush()
-            sys.stderr.buffer.write(res.stderr)
-        print(f"{PROG} exec: " + summary_line(outcome), file=sys.stderr, flush=True)
-    if out is not None:
-        write_exec_results(out, outcomes, prog)
-    if args.junit:
-        write_exec_junit(Path(args.junit), outcomes, prog)
-    return EXIT_OK if all(o.status == "pass" for o in outcomes) else EXIT_FAILED
-
-
-def _exec_sde(args: argparse.Namespace, matrix: Matrix, cpus: list[str], prog: list[str],
-              regions: list[Any]) -> int:  # fmt: skip
-    """--backend sde: the same run under SDE (--print-command: only show it)."""
-    import shlex
-    import subprocess
-
-    from .backends.sde import SdeBackend
-    from .exec_run import sde_command, workdir
-
-    sde = SdeBackend()
-    if sde.unavailable_reason():
-        raise BackendUnavailableError(sde.unavailable_reason() or "SDE unavailable")
-    out = Path(args.out) if args.out else None
-    work = workdir(out)
-    failed = False
-    for cpu in cpus:
-        model = matrix.models[cpu]
-        why = sde.cannot_run(model)
-        if why:
-            raise BackendUnavailableError(why)
-        cmd = sde_command(sde, model, prog, regions, work)
-        print(f"{PROG} exec: {cpu}: {shlex.join(cmd)}", file=sys.stderr, flush=True)
-        if args.print_command:
-            continue
-        rc = subprocess.run(cmd, check=False).returncode
-        failed |= rc != 0 and rc not in (args.allow_exit or [])
-    return EXIT_FAILED if failed else EXIT_OK
-
-
-def _run_options(p: argparse.ArgumentParser) -> None:
-    """Options `run` and `docker run` share, with one meaning."""
-    p.add_argument("--backend", default=None, choices=["auto", "sde", "ptrace", "qemu"],
-                   help="backend for every cell (default: auto, per model)")  # fmt: skip
-    p.add_argument("--cpuid-mode", default="auto", choices=list(CPUID_MODES),
-                   help="how the ptrace tracer presents CPUID: fault (kernel CPUID "
-                   "faulting), bp (breakpoints on every CPUID/XGETBV site), auto "
-                   "(fault where the host has it)")  # fmt: skip
-    p.add_argument("--allow-skip", action="store_true",
-                   help="with --cpu/--backend: skip cells this host cannot run instead "
-                   "of failing them")  # fmt: skip
+    return run_exec(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -621,26 +573,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     matrix_help = "matrix file (default: ./sde_matrix.yaml, else the packaged copy)"
     r = sub.add_parser("run", help="run the matrix and judge every cell")
-    r.add_argument("--matrix", help=matrix_help)
-    r.add_argument("--cpu", help="comma-separated CPU names (default: all)")
-    _run_options(r)
-    r.add_argument(
-        "--sde-path", help="sde64 executable or SDE kit directory (else $SDE_PATH, PATH)"
-    )
-    r.add_argument("--junit", help="also write the JUnit XML here")
+    options.add_to_argparse(r, "run")
     r.add_argument("--out", default=DEFAULT_OUT, help=f"results directory (default: {DEFAULT_OUT})")
-    r.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1,
-                   help="cells run concurrently (default: CPU count)")  # fmt: skip
-    r.add_argument("--timeout", type=_positive_float, default=DEFAULT_TIMEOUT,
-                   help=f"per-cell timeout in seconds (default: {DEFAULT_TIMEOUT:g})")  # fmt: skip
     r.add_argument(
         "--seed", type=_seed, default=None, help="probe input seed (default: the matrix's)"
     )
-    r.add_argument("--report", metavar="DIR",
-                   help="also write report.html and summary.md into DIR")  # fmt: skip
-    r.add_argument("--keep-work", action="store_true",
-                   help="keep the backend's raw output (OUT/work/) for passing cells too "
-                        "(default: only for cells that failed or errored)")  # fmt: skip
     r.set_defaults(func=cmd_run)
 
     rp = sub.add_parser("report", help="write the HTML report (and markdown) of a results dir")
@@ -675,21 +612,13 @@ def build_parser() -> argparse.ArgumentParser:
     dsub = dk.add_subparsers(dest="docker_command", metavar="ACTION", parser_class=_Parser)
     dsub.required = True
     dr = dsub.add_parser("run", help="one container per CPU model, merged JUnit")
-    dr.add_argument("--matrix", help=matrix_help)
-    dr.add_argument("--cpu", help="comma-separated CPU names (default: all)")
-    _run_options(dr)
-    dr.add_argument("--jobs", type=_positive_int, default=2, help="containers at once")
+    options.add_to_argparse(dr, "docker")
     dr.add_argument("--out", default=DEFAULT_OUT + "-docker", help="results directory")
-    dr.add_argument("--junit", help="also write the merged JUnit XML here")
-    dr.add_argument("--report", metavar="DIR",
-                    help="also write report.html and summary.md into DIR")  # fmt: skip
     dr.add_argument("--image", default="sdematrix:latest", help="image tag")
     dr.add_argument("--context", default=".", help="build context with the Dockerfile")
     dr.add_argument("--build", action="store_true", help="rebuild the image even if present")
     dr.add_argument("--base-image", default=None,
                     help="BASE_IMAGE build arg (e.g. sdematrix-base:bookworm)")  # fmt: skip
-    dr.add_argument("--timeout", type=_positive_float, default=900.0,
-                    help="per-container timeout in seconds")  # fmt: skip
     dr.set_defaults(func=cmd_docker_run)
 
     lc = sub.add_parser("list-cpus", help="list the CPU models of the matrix")
@@ -698,6 +627,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print a GitHub Actions strategy matrix (JSON): shards of SDE models")  # fmt: skip
     lc.add_argument("--shards", type=_positive_int, default=None,
                     help="number of jobs for --github-matrix (default: at most 16)")  # fmt: skip
+    lc.add_argument("--backend", default="sde", choices=["sde", "ptrace"],
+                    help="--github-matrix: shards of the SDE models (sde, default) or of every "
+                    "model (ptrace); --host-split: the backend to ask")  # fmt: skip
+    lc.add_argument("--host-split", action="store_true",
+                    help="print (JSON) which of --cpu this host can run under --backend, and "
+                    "why not the others")  # fmt: skip
+    lc.add_argument("--cpu", default=None, help="--host-split: the models (default: all)")
     lc.set_defaults(func=cmd_list_cpus)
 
     e = sub.add_parser("explain", help="explain the expected paths of one CPU model")
@@ -713,28 +649,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     x = sub.add_parser("exec", help="run any program as if on each CPU model: whole-process "
                        "chip check, region mixes, expectations")  # fmt: skip
-    x.add_argument("--cpu", required=True, help="comma-separated CPU names (or all)")
-    x.add_argument("--matrix", help=matrix_help)
-    x.add_argument("--backend", default="auto", choices=["auto", "ptrace", "sde", "qemu"])
-    x.add_argument("--cpuid-mode", default="auto", choices=list(CPUID_MODES))
+    options.add_to_argparse(x, "exec")
     x.add_argument("--region", action="append", metavar="REGION",
                    help="marks | whole | function:SYMBOL (repeatable; default: marks "
                    "when an image has SSC marks, else whole)")  # fmt: skip
     x.add_argument("--expect", metavar="FILE", help="expectations (YAML)")
-    x.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
     x.add_argument("--out", metavar="DIR", help="capture output and write results per model")
     x.add_argument("--allow-exit", type=int, action="append", metavar="N",
                    help="a non-zero exit status that does not fail the verdict")  # fmt: skip
-    x.add_argument("--timeout", type=_positive_float, default=600.0,
-                   help="per-model timeout in seconds")  # fmt: skip
     x.add_argument("--print-command", action="store_true",
-                   help="--backend sde: print the SDE command lines, run nothing")  # fmt: skip
+                   help="--backend sde: print the SDE command lines, run nothing "
+                   "(SDE need not be installed)")  # fmt: skip
     x.add_argument("program", nargs=argparse.REMAINDER, help="-- PROG ARGS...")
     x.set_defaults(func=cmd_exec)
 
-    m = sub.add_parser("mix", help="normalise an SDE mix file to JSON on stdout")
+    m = sub.add_parser("mix", help="summarise an SDE mix file (--json: normalised JSON)")
     m.add_argument("file")
-    m.add_argument("--compact", action="store_true", help="one-line JSON")
+    m.add_argument("--json", action="store_true",
+                   help="the whole normalised mix as JSON (default: a summary)")  # fmt: skip
+    m.add_argument("--compact", action="store_true", help="the whole mix as one-line JSON")
     m.set_defaults(func=cmd_mix)
     return p
 

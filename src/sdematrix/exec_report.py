@@ -5,15 +5,24 @@ A model's verdict follows ``sdematrix run``'s conventions
 failure, timeout, a stepped region that hit the step limit, a named function
 region never entered: no evidence is never a pass), ``fail`` listing every
 broken rule (the program's exit status unless allowed, each chip-check
-violation, each expectation), else ``pass``.  The JUnit file has one
-testsuite per model holding one testcase, its properties and stdout shaped as
-``sdematrix run`` writes them (:mod:`sdematrix.junit`).
+violation, each expectation), ``skip`` for a model this host cannot present
+under ``--allow-skip``, else ``pass``.
+
+Each verdict is also split into checks (:class:`Check`): ``run and chip
+check`` (the run itself, its exit status, the whole-process chip check) and
+one per expectation that applies to the model.  The JUnit file has one
+testsuite per model holding one testcase per check, with properties and
+stdout shaped as ``sdematrix run`` writes them (:mod:`sdematrix.junit`);
+results.json carries the checks and, per model, which functions executed
+which ISA sets beyond the x86-64 baseline (what the HTML and markdown
+reports of :mod:`sdematrix.exec_html` show).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import xml.dom.minidom
 import xml.etree.ElementTree as ET
@@ -28,43 +37,82 @@ from .errors import OutputDirError
 from .exec_expect import Expectation, judge_expectations
 from .exec_run import ExecResult
 from .junit import mix_summary, mix_summary_text
+from .mix import Mix
 from .models import CpuModel
 from .verdict import Outcome, _one_line
 
-__all__ = ["ExecOutcome", "judge_exec", "write_exec_junit", "write_exec_results"]
+EXEC_TOOL = "sdematrix exec"
+
+__all__ = [
+    "Check",
+    "ExecOutcome",
+    "judge_exec",
+    "write_exec_junit",
+    "write_exec_reports",
+    "write_exec_results",
+]
+
+RUN_CHECK = "run and chip check"
+
+
+@dataclass
+class Check:
+    """One (model, check) verdict: the run and chip check, or one expectation."""
+
+    name: str
+    status: str  # pass | fail | error | skip
+    reasons: list[str] = field(default_factory=list)
+
+    message = Outcome.message
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "reasons": self.reasons}
 
 
 @dataclass
 class ExecOutcome:
     model: str
-    status: str  # pass | fail | error
+    status: str  # pass | fail | error | skip
     reasons: list[str] = field(default_factory=list)
     result: ExecResult | None = None
+    checks: list[Check] = field(default_factory=list)
 
     message = Outcome.message  # the first reason (+ how many more), as `sdematrix run`
+
+    def all_checks(self) -> list[Check]:
+        """The checks; a model that never ran has one, carrying its status."""
+        return self.checks or [Check(RUN_CHECK, self.status, list(self.reasons))]
 
 
 def judge_exec(
     res: ExecResult, model: CpuModel, exps: list[Expectation], allow_exit: set[int]
 ) -> ExecOutcome:
     out = ExecOutcome(model=model.name, status="pass", result=res)
+    broken = None
     if res.error:
-        out.status, out.reasons = "error", [_one_line(res.error)]
+        broken = _one_line(res.error)
+    elif res.meta.get("truncated"):
+        broken = "a stepped region exceeded the step limit"
+    elif res.region != "whole" and res.meta.get("regions", 0) == 0:
+        broken = f"empty region: {res.region} never entered (no evidence is not a pass)"
+    applicable = [e for e in exps if e.applies_to(model)]
+    if broken is not None:
+        out.status, out.reasons = "error", [broken]
+        out.checks = [Check(RUN_CHECK, "error", [broken])]
+        out.checks += [Check(e.name, "error", ["not judged: the run broke"]) for e in applicable]
         return out
-    if res.meta.get("truncated"):
-        out.status, out.reasons = "error", ["a stepped region exceeded the step limit"]
-        return out
-    if res.region != "whole" and res.meta.get("regions", 0) == 0:
-        out.status = "error"
-        out.reasons = [f"empty region: {res.region} never entered (no evidence is not a pass)"]
-        return out
-    reasons: list[str] = []
+    run_reasons: list[str] = []
     code = res.exit_code
     if code is not None and code != 0 and code not in allow_exit:
-        reasons.append(f"program exit status {code}" + (" (signal)" if code > 128 else ""))
+        run_reasons.append(f"program exit status {code}" + (" (signal)" if code > 128 else ""))
     for v in res.violations:
-        reasons.append(f"chip check ({model.name}): {_one_line(v.describe())}")
-    reasons += judge_expectations(res.mix, model, exps)
+        run_reasons.append(f"chip check ({model.name}): {_one_line(v.describe())}")
+    out.checks = [Check(RUN_CHECK, "fail" if run_reasons else "pass", run_reasons)]
+    reasons = list(run_reasons)
+    for e in applicable:
+        broke = judge_expectations(res.mix, model, [e])
+        out.checks.append(Check(e.name, "fail" if broke else "pass", broke))
+        reasons += broke
     if reasons:
         out.status, out.reasons = "fail", reasons
     return out
@@ -81,6 +129,7 @@ def summary_line(o: ExecOutcome) -> str:
     r = o.result
     if r is None or r.error:
         return f"{o.model:<8} {o.status.upper():<5} {o.message}" + _host_lacks_line(r)
+    shown = 20
     distinct = r.meta.get("distinct_instructions", 0)
     chip = "chip check clean" if not r.violations else f"chip check: {len(r.violations)} violations"
     line = (f"{o.model:<8} {o.status.upper():<5} exit {r.exit_code}  {chip} "
@@ -91,23 +140,28 @@ def summary_line(o: ExecOutcome) -> str:
         kinds = ", ".join(f"{k} {n}" for k, n in r.mix.legacy_forms.most_common())
         line += f"\n    legacy_forms {r.mix.legacy_total}: {kinds}"
     if o.status != "pass":
-        line += "\n" + "\n".join(f"    - {x}" for x in o.reasons[:20])
+        line += "\n" + "\n".join(f"    - {x}" for x in o.reasons[:shown])
+        if len(o.reasons) > shown:
+            line += f"\n    ... {len(o.reasons) - shown} more (all in results.json / JUnit)"
     return line
 
 
-def _testcase(o: ExecOutcome, argv: list[str]) -> TestCase:
+def _testcase(o: ExecOutcome, check: Check, argv: list[str], first: bool) -> TestCase:
     r = o.result
     tc = TestCase(
-        name=f"{o.model}: {' '.join(argv)}"[:200],
+        name=f"{o.model}: {check.name}"[:200],
         classname=f"sdematrix.exec.{o.model}",
-        elapsed_sec=r.duration_s if r else 0.0,
-        stdout=mix_summary_text(r.mix if r else None) or None,
+        elapsed_sec=(r.duration_s if r and first else 0.0),
+        stdout=(f"program: {' '.join(argv)}\n" + mix_summary_text(r.mix if r else None))
+        if first else None,
     )
-    text = "\n".join(o.reasons)
-    if o.status == "fail":
-        tc.add_failure_info(message=o.message, output=text, failure_type="sdematrix.fail")
-    elif o.status == "error":
-        tc.add_error_info(message=o.message, output=text, error_type="sdematrix.error")
+    text = "\n".join(check.reasons)
+    if check.status == "fail":
+        tc.add_failure_info(message=check.message, output=text, failure_type="sdematrix.fail")
+    elif check.status == "error":
+        tc.add_error_info(message=check.message, output=text, error_type="sdematrix.error")
+    elif check.status == "skip":
+        tc.add_skipped_info(message=check.message, output=text)
     return tc
 
 
@@ -115,7 +169,8 @@ def junit_string(outcomes: list[ExecOutcome], argv: list[str]) -> str:
     root = ET.Element("testsuites", {"name": "sdematrix"})
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for o in outcomes:
-        suite = TestSuite(name=o.model, test_cases=[_testcase(o, argv)],
+        cases = [_testcase(o, c, argv, i == 0) for i, c in enumerate(o.all_checks())]
+        suite = TestSuite(name=o.model, test_cases=cases,
                           hostname=socket.gethostname(),
                           properties={"cpu": o.model, "sdematrix_version": __version__})  # fmt: skip
         el = suite.build_xml_doc()
@@ -159,7 +214,31 @@ def _violation_json(o: ExecOutcome) -> list[dict[str, Any]]:
     ]
 
 
-def write_exec_results(out: Path, outcomes: list[ExecOutcome], argv: list[str]) -> None:
+#: ISA sets every x86-64 CPU has (XED's names): not worth listing per function.
+_BASELINE = re.compile(
+    r"^(I86|I186|I286\w*|I386|I486\w*|PENTIUM\w*|PPRO\w*|P6|CMOV|FAT_NOP|LONGMODE|X87|"
+    r"SSE|SSE2|SSE2MMX|SSEMXCSR|SSE_PREFETCH|MMX|FXSAVE\w*|CLFSH|CMPXCHG8B|PAUSE|LAHF|"
+    r"BASE|RDTSCP?|CPUID|SYSCALL\w*|PREFETCH_NOP)$"
+)
+
+
+def isa_by_function(mix: Mix | None, limit: int = 40) -> list[dict[str, Any]]:
+    """The functions that executed ISA sets beyond the x86-64 baseline, most
+    executed instructions first: ``{image, function, isa_sets: {set: n}}``."""
+    if mix is None:
+        return []
+    rows = []
+    for fm in mix.functions:
+        sets = {k: int(v) for k, v in fm.counts.isa_set.most_common() if not _BASELINE.match(k)}
+        if sets:
+            rows.append({"image": fm.image.rsplit("/", 1)[-1], "function": fm.name,
+                         "isa_sets": sets, "total": fm.counts.total})  # fmt: skip
+    rows.sort(key=lambda r: (-sum(r["isa_sets"].values()), r["function"]))
+    return rows[:limit]
+
+
+def write_exec_results(out: Path, outcomes: list[ExecOutcome], argv: list[str],
+                       exps: list[Any] | None = None) -> None:  # fmt: skip
     """OUT/<model>/{stdout,stderr,mix.json}, OUT/results.json, OUT/junit.xml."""
     try:
         rows = []
@@ -181,11 +260,50 @@ def write_exec_results(out: Path, outcomes: list[ExecOutcome], argv: list[str]) 
                 "meta": r.meta if r else {},
                 "violations": _violation_json(o),
                 "mix_summary": mix_summary(r.mix if r else None),
+                "checks": [c.to_json() for c in o.all_checks()],
+                "isa_by_function": isa_by_function(r.mix if r else None),
             })  # fmt: skip
         (out / "results.json").write_text(
-            json.dumps({"tool": {"name": "sdematrix exec", "version": __version__},
-                        "argv": argv, "models": rows}, indent=1) + "\n"
+            json.dumps(results_json(outcomes, argv, exps, rows), indent=1) + "\n"
         )
     except OSError as e:
         raise OutputDirError(f"cannot write results under {out}: {e.strerror or e}") from None
     write_exec_junit(out / "junit.xml", outcomes, argv)
+
+
+def results_json(outcomes: list[ExecOutcome], argv: list[str], exps: list[Any] | None,
+                 rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """The exec results document (rows: the per-model rows, else built here
+    without the file-only parts)."""
+    if rows is None:
+        rows = [{
+            "model": o.model, "status": o.status, "reasons": o.reasons,
+            "exit_code": o.result.exit_code if o.result else None,
+            "region": o.result.region if o.result else None,
+            "checks": [c.to_json() for c in o.all_checks()],
+            "isa_by_function": isa_by_function(o.result.mix if o.result else None),
+        } for o in outcomes]  # fmt: skip
+    return {
+        "tool": {"name": EXEC_TOOL, "version": __version__},
+        "argv": argv,
+        "expectations": [e.name for e in exps or []],
+        "models": rows,
+    }
+
+
+def write_exec_reports(outcomes: list[ExecOutcome], argv: list[str],
+                       report_dir: Path | None, exps: list[Any] | None = None) -> list[Path]:  # fmt: skip
+    """report.html + summary.md into `report_dir` (when given) and the
+    markdown onto $GITHUB_STEP_SUMMARY (when set); returns the files written."""
+    from .exec_html import render_html, render_markdown, step_summary
+
+    data = results_json(outcomes, argv, exps)
+    files: list[Path] = []
+    if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        html, md = report_dir / "report.html", report_dir / "summary.md"
+        html.write_text(render_html(data), encoding="utf-8")
+        md.write_text(render_markdown(data), encoding="utf-8")
+        files += [html, md]
+    step_summary(data)
+    return files

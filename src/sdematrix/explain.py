@@ -113,6 +113,8 @@ def decisions(matrix: Matrix, cpu: str) -> list[Decision]:
                 raise SdeMatrixError(f"the dispatcher's direction {d} is not '{direction}'")
             chosen = ffi.string(lib.vc_path_name(lib.vc_select_with(f, m, d))).decode()
             lib.vc_explain(f, m, d, buf, len(buf))
+            text = ffi.string(buf).decode()
+            reason = text + _not_eligible(ffi, lib, f, m, d, chosen, text)
             out.append(
                 Decision(
                     cpu=name,
@@ -120,10 +122,69 @@ def decisions(matrix: Matrix, cpu: str) -> list[Decision]:
                     direction=direction,
                     chosen=chosen,
                     expected=matrix.expected[(name, mode, direction)],
-                    reason=ffi.string(buf).decode(),
+                    reason=reason,
                 )
             )
     return out
+
+
+#: Why the policy never offers the wide paths to some modes (dispatch/policy.c,
+#: vc_path_eligible): CFB8 and CFB1 produce one byte / bit per AES block,
+#: each block depending on the previous one, so only the xmm paths apply.
+_SERIAL = ("cfb8", "cfb1")
+
+
+def _not_eligible(ffi: Any, lib: Any, f: Any, m: int, d: int, chosen: str, said: str) -> str:
+    """The paths this CPU could run but the mode never takes (vc_explain
+    lists only the mode's own preference list, which leaves them out), as
+    ``: VAES not eligible for serial modes`` -- the reason that matters when
+    a VAES machine runs CFB8 on AES-NI."""
+    names = [ffi.string(lib.vc_path_name(p)).decode() for p in range(lib.VC_PATH_COUNT)]
+    rank = names.index(chosen) if chosen in names else len(names)
+    skipped = [
+        n for p, n in enumerate(names)
+        if p > rank and not lib.vc_path_eligible(m, d, p) and lib.vc_path_supported_for(f, m, p)
+    ]  # fmt: skip
+    mode = ffi.string(lib.vc_mode_name(m)).decode()
+    direction = ffi.string(lib.vc_dir_name(d)).decode()
+    # eligible and runnable, yet neither chosen nor named by vc_explain: not
+    # in the mode's preference list at all
+    unlisted = [
+        n for p, n in enumerate(names)
+        if p > rank and lib.vc_path_eligible(m, d, p) and lib.vc_path_supported_for(f, m, p)
+        and f"{n}:" not in said
+    ]  # fmt: skip
+    out = ""
+    if skipped:
+        vaes = any(n not in ("aesni", "generic") for n in skipped)
+        what = "VAES" if vaes else "/".join(skipped)
+        kind = "serial modes (one AES block per output byte/bit)" if mode in _SERIAL else mode
+        out += f": {what} ({', '.join(skipped)}) not eligible for {kind}"
+    if unlisted:
+        why = (": each block needs the previous ciphertext, nothing to run in parallel"
+               if mode.startswith("cfb") and direction == "encrypt" else "")
+        out += (f"{'; ' if out else ': '}{', '.join(unlisted)} not in the {mode}/{direction} "
+                f"preference list{why}")  # fmt: skip
+    return out
+
+
+def resolve_cpu(matrix: Matrix, cpu: str) -> str:
+    """`cpu` as a model name; an unknown one is an UnknownCpuError that
+    suggests the model it is probably meant to be (other case, typo)."""
+    import difflib
+
+    from .errors import UnknownCpuError
+
+    if cpu in matrix.models:
+        return cpu
+    folded = [n for n in matrix.models if n.lower() == cpu.lower()]
+    close = folded or difflib.get_close_matches(cpu.lower(), list(matrix.models), n=3)
+    if close:
+        raise UnknownCpuError(
+            f"unknown CPU {cpu!r}: did you mean {' or '.join(repr(c) for c in close)}? "
+            "(model names are case-sensitive; sdematrix list-cpus lists them)"
+        )
+    return select_cpus(matrix, [cpu])[0]  # the usual error, listing every name
 
 
 def explain(matrix: Matrix, cpu: str) -> str:

@@ -2,7 +2,9 @@
 
     pytest --sde-cpu=spr,icl,snb [--sde-backend auto|sde|ptrace|qemu]
            [--sde-path PATH/sde64] [--sde-matrix sde_matrix.yaml]
-           [--sde-cpuid-mode auto|fault|bp] [--sde-allow-skip]
+           [--sde-cpuid-mode auto|fault|bp] [--sde-allow-skip] [--sde-timeout S]
+
+(the options of `sdematrix run`, defined once in :mod:`sdematrix.options`).
 
 * Without ``--sde-cpu`` the plugin only registers its options and marker: it
   loads nothing and adds no tests.
@@ -37,20 +39,10 @@ CHECKS = ("dispatch", "mix", "chip", "answer")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("sdematrix", "CPU-model matrix (sdematrix)")
-    g.addoption("--sde-cpu", default=None, metavar="CPUS",
-                help="comma-separated CPU models from sde_matrix.yaml, or 'all'")
-    g.addoption("--sde-backend", default="auto", choices=("auto", "sde", "ptrace", "qemu"),
-                help="backend that runs the cells (default: auto)")
-    g.addoption("--sde-path", default=None, metavar="PATH", help="path to Intel SDE's sde64")
-    g.addoption("--sde-matrix", default=None, metavar="FILE",
-                help="matrix file (default: ./sde_matrix.yaml or the shipped one)")
-    g.addoption("--sde-timeout", default=300.0, type=float, metavar="S",
-                help="per-cell timeout in seconds")
-    g.addoption("--sde-cpuid-mode", default="auto", choices=("auto", "fault", "bp"),
-                help="how the ptrace tracer presents CPUID (default: auto)")
-    g.addoption("--sde-allow-skip", action="store_true", default=False,
-                help="skip cells no backend can run here instead of failing them")
+    # the flags, defaults and help of `sdematrix run`, spelt --sde-* (options.py)
+    from .options import add_to_pytest
+
+    add_to_pytest(parser.getgroup("sdematrix", "CPU-model matrix (sdematrix)"))
 
 
 @dataclass
@@ -131,9 +123,34 @@ def pytest_configure(config: pytest.Config) -> None:
         cpuid_mode=config.getoption("sde_cpuid_mode"),
         allow_skip=config.getoption("sde_allow_skip"),
     )
+    config.args[:] = shipped_args(list(config.args))
+
+
+def shipped_args(args: list[str]) -> list[str]:
+    """The collection arguments with the shipped test module added, once.
+
+    The shipped module lies outside the user's rootdir, so pytest prints its
+    tests' node IDs without a usable path (``::test_cell[spr.gcm...-chip]``,
+    or a path relative to somewhere else); such an argument -- a selection
+    whose path is empty or names a test_sde_matrix.py that does not exist
+    here -- is rewritten to the shipped file, and then the whole module is
+    not added as well, so rerunning one test by its node ID runs that test."""
     shipped = str(SHIPPED_TESTS)
-    if shipped not in config.args:
-        config.args.append(shipped)
+    out: list[str] = []
+    targeted = False
+    for arg in args:
+        path, sep, selection = arg.partition("::")
+        if sep and (path == "" or (Path(path).name == SHIPPED_TESTS.name
+                                   and not Path(path).exists())):  # fmt: skip
+            out.append(f"{shipped}::{selection}")
+            targeted = True
+            continue
+        if path and Path(path).exists() and Path(path).resolve() == SHIPPED_TESTS:
+            targeted = True
+        out.append(arg)
+    if not targeted:
+        out.append(shipped)
+    return out
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,5 +1,7 @@
-"""The GitHub Actions job matrix for the SDE models: a few shards, not one job
-per model.
+"""The GitHub Actions job matrices: a few shards of models, not one job per
+model -- the SDE models (those with an SDE chip) for the SDE job, every model
+for the ptrace job (which runs on the runner's own CPU inside the project's
+Docker image).
 
 With ~40 SDE models one job each would spend most of the CI time installing
 Python, the package and SDE again and again (and exceed what a free account
@@ -8,6 +10,11 @@ a,b,c`).  Models are dealt out largest-cost first to the least-loaded shard
 (LPT), the cost being the model's cell count under SDE, where every cell is
 one SDE start-up of roughly the same price; each shard then lists its models
 in file order, so the same matrix always gives the same shards.
+
+:func:`host_split` tells a shard which of its models this host cannot execute
+under a backend (a hosted runner without AVX-512 cannot present an AVX-512
+model through the ptrace tracer): the job names those and runs the rest
+strictly, so that anything else that does not run fails it.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from .models import Matrix
 #: Default upper bound on the number of jobs (GitHub runs 20 jobs at once on a
 #: free account; leave room for the setup, publish and host-test jobs).
 DEFAULT_MAX_SHARDS = 16
+#: The backends a CI matrix is sharded for.
+SHARD_BACKENDS = ("sde", "ptrace")
 
 
 def sde_models(matrix: Matrix) -> list[str]:
@@ -27,10 +36,23 @@ def sde_models(matrix: Matrix) -> list[str]:
     return [n for n, m in matrix.models.items() if m.sde_chip]
 
 
-def shard_models(matrix: Matrix, shards: int | None = None) -> list[list[str]]:
-    """The SDE models split into `shards` groups (default: as many as models,
-    at most DEFAULT_MAX_SHARDS); never an empty group."""
-    names = sde_models(matrix)
+def backend_models(matrix: Matrix, backend: str = "sde") -> list[str]:
+    """The models a `backend` job runs, in file order: SDE needs an SDE chip;
+    the ptrace tracer presents any model (what the host lacks is found per
+    shard by :func:`host_split`)."""
+    if backend == "sde":
+        return sde_models(matrix)
+    if backend == "ptrace":
+        return list(matrix.models)
+    raise SdeMatrixError(f"no CI shards for backend {backend!r} (choose from sde, ptrace)")
+
+
+def shard_models(
+    matrix: Matrix, shards: int | None = None, backend: str = "sde"
+) -> list[list[str]]:
+    """The `backend` job's models split into `shards` groups (default: as many
+    as models, at most DEFAULT_MAX_SHARDS); never an empty group."""
+    names = backend_models(matrix, backend)
     if shards is not None and shards < 1:
         raise SdeMatrixError(f"--shards must be at least 1, not {shards}")
     n = min(len(names), shards if shards is not None else DEFAULT_MAX_SHARDS)
@@ -47,17 +69,41 @@ def shard_models(matrix: Matrix, shards: int | None = None) -> list[list[str]]:
     return [sorted(g, key=order.__getitem__) for g in groups]
 
 
-def github_matrix(matrix: Matrix, shards: int | None = None) -> dict[str, Any]:
+def github_matrix(
+    matrix: Matrix, shards: int | None = None, backend: str = "sde"
+) -> dict[str, Any]:
     """A `strategy.matrix` with one entry per shard: ``shard`` (a name for the
-    job and its artifact), ``cpus`` (the --cpu value) and ``chips``."""
-    groups = shard_models(matrix, shards)
+    job and its artifact, ``<backend>-<i>-of-<n>``), ``cpus`` (the --cpu
+    value) and, for SDE, ``chips``."""
+    groups = shard_models(matrix, shards, backend)
     width = len(str(len(groups)))
-    include = [
-        {
-            "shard": f"{i + 1:0{width}d}-of-{len(groups)}",
-            "cpus": ",".join(g),
-            "chips": ",".join(str(matrix.models[c].sde_chip) for c in g),
-        }
-        for i, g in enumerate(groups)
-    ]
+    include = []
+    for i, g in enumerate(groups):
+        entry = {"shard": f"{backend}-{i + 1:0{width}d}-of-{len(groups)}", "cpus": ",".join(g)}
+        if backend == "sde":
+            entry["chips"] = ",".join(str(matrix.models[c].sde_chip) for c in g)
+        include.append(entry)
     return {"include": include}
+
+
+def host_split(
+    matrix: Matrix, cpus: list[str], backend: str, *, cpuid_mode: str = "auto",
+    sde_path: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Which of `cpus` `backend` can execute on this host: ``{"runnable":
+    [names], "cannot": {name: reason}}`` (the backend's own reason, e.g.
+    "host CPU lacks AVX512F, ... needed by model spr").  A backend that is not
+    usable here at all is an error (BackendUnavailableError, exit 2), not a
+    list of unrunnable models."""
+    from .backends.registry import BackendSelector
+
+    selector = BackendSelector(matrix, backend, sde_path=sde_path, cpuid_mode=cpuid_mode)
+    runnable: list[str] = []
+    cannot: dict[str, str] = {}
+    for name in cpus:
+        choice = selector.choose(matrix.models[name])
+        if choice.backend is None:
+            cannot[name] = choice.skip_reason or "cannot run"
+        else:
+            runnable.append(name)
+    return {"backend": backend, "runnable": runnable, "cannot": cannot}
