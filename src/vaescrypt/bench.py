@@ -263,15 +263,18 @@ def port_roof_mbps(aes_rate: float, clmul_rate: float, share: float, width: int,
 def apply_port_roofs(rows: Sequence[Row], aes: dict[int, float], clmul: dict[int, float],
                      mix: dict[int, float]) -> dict[int, float]:
     """Fill port_roof_mbps for the GCM rows of the wide paths; returns the
-    share measured per width (for the legend)."""
+    share measured per width (for the legend).  The share comes from the
+    path's own width; the AES rate is the path's best usable one, as for
+    the issue-rate roof, so the port bound never exceeds that roof."""
     shares = {w: port_share(aes[w], clmul[w], mix[w], w)
               for w in REDUCE_BLOCKS if aes.get(w) and clmul.get(w) and mix.get(w)}
     for row in rows:
         w = PATH_AES_WIDTH.get(row.path)
-        if row.mode != "gcm" or w not in shares:
+        rate = path_issue_rate(row.path, aes)
+        if row.mode != "gcm" or w not in shares or rate is None:
             row.port_roof_mbps = None
             continue
-        row.port_roof_mbps = port_roof_mbps(aes[w], clmul[w], shares[w], w, row.key_bits,
+        row.port_roof_mbps = port_roof_mbps(rate, clmul[w], shares[w], w, row.key_bits,
                                             row.size)
     return shares
 
