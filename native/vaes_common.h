@@ -512,7 +512,7 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
         uint8_t *op = out + done;
         const size_t r = len - done;
 #ifdef VC_DBL
-        /* ymm tiers: two batches (8 vectors, 16 blocks) per step, see
+        /* VC_DBL: two batches (8 vectors, 16 blocks) per step, see
          * VC_DBL.  Encryption's first step is plain (nothing written yet
          * to hash); afterwards it hashes the previous step's output (the
          * two batches just before op), decryption this step's input. */
