@@ -91,6 +91,38 @@ static inline __attribute__((target(VC_TGT))) __m256i v_keep(__m256i v, size_t n
     return _mm256_and_si256(v, _mm256_cmpgt_epi8(_mm256_set1_epi8((char)n), idx));
 }
 
+/* The decrypt tag check in registers, 1 iff the n (1..16, public) bytes at
+ * tag equal the first n bytes of t: VPMASKMOVD reads the n/4 whole dwords
+ * (masked-off ones are not read), the 0..3 bytes after them are read one
+ * by one, and the XOR of the two, masked to n bytes, is tested once with
+ * VPTEST (every byte counts, no early exit).  No call: a call clobbers
+ * every vector register, and decryption keeps its keystream in registers
+ * across this check (no plaintext is written before it). */
+static inline __attribute__((always_inline, target(VC_TGT))) int vc_vex_tag_eq(__m128i t,
+                                                                                const uint8_t *tag,
+                                                                                size_t n)
+{
+    const size_t nd = n >> 2, nb = n & 3;
+    const __m128i idx = _mm_setr_epi32(0, 1, 2, 3);
+    const __m128i nv = _mm_set1_epi32((int)nd);
+    __m128i v = _mm_maskload_epi32((const int *)(const void *)tag, _mm_cmpgt_epi32(nv, idx));
+    if (nb) {
+        const uint8_t *q = tag + 4 * nd;
+        uint32_t w = q[0];
+        if (nb > 1)
+            w |= (uint32_t)q[1] << 8;
+        if (nb > 2)
+            w |= (uint32_t)q[2] << 16;
+        v = _mm_or_si128(v, _mm_and_si128(_mm_cmpeq_epi32(nv, idx), _mm_set1_epi32((int)w)));
+    }
+    const __m128i keep = _mm_cmpgt_epi8(_mm_set1_epi8((char)n),
+                                        _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+                                                      13, 14, 15));
+    const __m128i diff = _mm_and_si128(_mm_xor_si128(v, t), keep);
+    return _mm_testz_si128(diff, diff);
+}
+#define v_tag_eq(t, tag, n) vc_vex_tag_eq((t), (tag), (n))
+
 /* [prev.lane1, cur.lane0] */
 #define v_shift_in(cur, prev) _mm256_permute2x128_si256((prev), (cur), 0x21)
 
@@ -100,6 +132,9 @@ static inline __attribute__((target(VC_TGT))) __m256i v_keep(__m256i v, size_t n
  * measured 1.4-1.5x faster at 200-256 bytes than a 4-vector pass on Zen 4
  * (5% slower at 64). */
 #define VC_SHORT_V 8
+/* The main loop runs two batches (8 ymm vectors) per step: see VC_DBL. */
+#define VC_DBL 1
+#define VC_DBL_SCHOOL 1
 
 #include "vaes_common.h"
 

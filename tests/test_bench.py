@@ -18,14 +18,19 @@ import pytest
 import vaescrypt
 from vaescrypt import bench
 from vaescrypt.bench import (
+    QuietState,
     Row,
     aes_blocks,
+    apply_port_roofs,
     apply_roofs,
     check_targets,
     issue_roof_mbps,
     path_issue_rate,
+    port_roof_mbps,
+    port_share,
     render_table,
     roof_violations,
+    spread,
 )
 
 RATES = {128: 8e9, 256: 16e9, 512: 15e9}  # lane-rounds/s: ymm reads highest here
@@ -106,6 +111,135 @@ def test_apply_roofs_path_and_host() -> None:
     assert rows[0].roof_mbps is None and rows[0].host_roof_mbps is None
 
 
+# ------------------------------------------------------ port-aware roof --
+
+def test_port_share_reads_the_mix_loop() -> None:
+    # ymm: AES 16e9 lane-rounds/s, multiplies 8e9 lane-mults/s; one pass is
+    # 27 x 2 lane-rounds (3.375 ns) and 6 x 2 lane-mults (1.5 ns).
+    a, m = 27 * 2 / 16e9, 6 * 2 / 8e9
+    assert port_share(16e9, 8e9, 1 / a, 256) == pytest.approx(0.0)          # separate ports
+    assert port_share(16e9, 8e9, 1 / (a + m), 256) == pytest.approx(1.0)    # one port
+    assert port_share(16e9, 8e9, 1 / (a + 0.25 * m), 256) == pytest.approx(0.25)
+    # Faster than either half alone, or slower than the sum: clamped.
+    assert port_share(16e9, 8e9, 2 / a, 256) == 0.0
+    assert port_share(16e9, 8e9, 0.5 / (a + m), 256) == 1.0
+
+
+def test_port_roof_formula() -> None:
+    # 4096 B AES-256 on ymm: 257 AES blocks x 14 rounds; 256 + 2 hashed
+    # blocks x (3 + 2/16) multiplies.
+    a = 257 * 14 / 16e9
+    m = 258 * (3 + 2 / 16) / 8e9
+    assert port_roof_mbps(16e9, 8e9, 0.0, 256, 256, 4096) == pytest.approx(4096 / a / 1e6)
+    assert port_roof_mbps(16e9, 8e9, 1.0, 256, 256, 4096) == pytest.approx(4096 / (a + m) / 1e6)
+    assert port_roof_mbps(16e9, 8e9, 0.5, 256, 256, 4096) \
+        == pytest.approx(4096 / (a + 0.5 * m) / 1e6)
+    # zmm reduces once per 32 blocks; multiplies can be the larger half.
+    m512 = 258 * (3 + 2 / 32) / 1e9
+    assert port_roof_mbps(16e9, 1e9, 0.0, 512, 256, 4096) == pytest.approx(4096 / m512 / 1e6)
+    # Never above the AES-only roof at the same rate.
+    for share in (0.0, 0.3, 1.0):
+        assert port_roof_mbps(16e9, 8e9, share, 256, 256, 1420) \
+            <= issue_roof_mbps(16e9, 256, "gcm", 1420) * (1 + 1e-12)
+    with pytest.raises(ValueError):
+        port_roof_mbps(0.0, 8e9, 0.0, 256, 256, 64)
+
+
+def test_apply_port_roofs_wide_gcm_rows_only() -> None:
+    rows = [_row("encrypt", 4096, 1.0, 1.0, path=p) for p in ("vaes_avx2", "avx512", "aesni")]
+    rows.append(_row("encrypt", 4096, 1.0, 1.0, path="avx512", mode="cfb128"))
+    aes, clmul = {256: 16e9, 512: 15e9}, {256: 8e9, 512: 15e9}
+    mix = {256: 1 / (27 * 2 / 16e9), 512: 1 / (27 * 4 / 15e9 + 6 * 4 / 15e9)}
+    shares = apply_port_roofs(rows, aes, clmul, mix)
+    assert shares == {256: pytest.approx(0.0), 512: pytest.approx(1.0)}
+    assert rows[0].port_roof_mbps == pytest.approx(port_roof_mbps(16e9, 8e9, 0.0, 256, 256, 4096))
+    # avx512 takes the best AES rate of its widths (ymm's 16e9 here), its own
+    # width's multiply rate and share.
+    assert rows[1].port_roof_mbps == pytest.approx(port_roof_mbps(16e9, 15e9, 1.0, 512, 256, 4096))
+    assert rows[1].port_roof_mbps <= issue_roof_mbps(16e9, 256, "gcm", 4096)
+    assert rows[2].port_roof_mbps is None and rows[3].port_roof_mbps is None
+    assert rows[0].c_vs_port == pytest.approx(10000.0 / rows[0].port_roof_mbps)
+    # A width without its mix measurement gets no port roof.
+    assert apply_port_roofs(rows, aes, clmul, {512: mix[512]}) == {512: pytest.approx(1.0)}
+    assert rows[0].port_roof_mbps is None
+
+
+# ---------------------------------------------------- quiet-state check --
+
+def test_quiet_state_judges_against_the_quickest_chain() -> None:
+    readings = iter([55.0, 52.0, 50.0, 51.0, 53.0])
+    q = QuietState(lambda: next(readings), 1.10)
+    assert q.quiet_ns == 50.0 and len(q.samples) == 5
+    assert q.is_quiet(54.0, 55.0)          # <= 1.10 x 50
+    assert not q.is_quiet(50.0, 55.5)      # the after-probe was slow
+    assert not q.is_quiet(66.0, 50.0)
+    assert q.is_quiet(-1.0, 50.0)          # no probe result: not judged
+    assert q.meta()["chain_quiet_ns"] == 50.0 and q.meta()["slow_factor"] == 1.10
+
+
+def test_spread() -> None:
+    assert spread([]) is None and spread([5.0]) is None
+    assert spread([90.0, 100.0, 110.0]) == pytest.approx(0.2)
+
+
+def _fake_lib(chains: list[float]) -> object:
+    """A stand-in for vaescrypt._bench's lib: fixed rates, the given chain
+    readings in order (then quiet ones)."""
+    it = iter(chains)
+
+    class Lib:
+        def vc_bench_openssl(self, *a: object) -> float:
+            return 1000.0
+
+        def vc_bench_ctr_loop(self, *a: object) -> float:
+            return 9000.0
+
+        def vc_bench_aes_issue(self, *a: object) -> float:
+            return 16e9
+
+        def vc_bench_lib(self, *a: object) -> float:
+            self.calls = getattr(self, "calls", 0) + 1
+            return 4000.0 + self.calls  # a different figure every round
+
+        def chain(self) -> float:
+            return next(it, 50.0)
+
+    return Lib()
+
+
+def _point(lib: object, rounds: int, retakes: int) -> tuple[Row, QuietState]:
+    opts = bench.Options(modes=["gcm"], directions=["encrypt"], paths=None, sizes=[512],
+                         key_bits=[256], seconds=0.1, rounds=rounds, python=False,
+                         as_json=False, retakes=retakes)
+    q = QuietState(lib.chain, 1.10)  # type: ignore[attr-defined]
+    rows = bench._measure_point(opts, lib, "gcm", "encrypt", 0, 0, ["avx512"], "avx512",
+                                lambda p: 0, 256, bytes(32), 512, 0.01, {}, q)
+    return rows[0], q
+
+
+def test_slow_rounds_are_dropped_and_retaken() -> None:
+    # 5 quiet reference probes, then round 1 slow (after-probe 70 ns), the
+    # rest quiet: 3 rounds kept out of 4 taken.
+    lib = _fake_lib([50.0] * 5 + [50.0, 70.0])
+    row, q = _point(lib, rounds=3, retakes=2)
+    assert (row.rounds_kept, row.rounds_taken, row.quiet) == (3, 4, True)
+    assert row.c_samples == [4002.0, 4003.0, 4004.0]   # round 1's 4001 is not among them
+    assert row.c_mbps == 4004.0 and row.c_spread == pytest.approx(2 / 4003)
+    assert (q.rounds_dropped, q.points_retaken, q.points_dropped) == (1, 1, 0)
+    assert bench._quiet_cell(row) == "3/4"
+
+
+def test_point_with_no_quiet_round_is_marked_dropped() -> None:
+    lib = _fake_lib([50.0] * 5 + [80.0] * 20)
+    row, q = _point(lib, rounds=2, retakes=1)
+    assert (row.rounds_kept, row.rounds_taken, row.quiet) == (0, 3, False)
+    assert row.c_samples == [4001.0, 4002.0, 4003.0]   # every round, as taken
+    assert (q.rounds_dropped, q.points_retaken, q.points_dropped) == (3, 1, 1)
+    assert bench._quiet_cell(row) == "0/3~"
+    text = render_table([row], {**_meta(), "quiet_state": q.meta()})
+    assert "3 round(s) dropped, 1 point(s) re-taken, 1 point(s) dropped" in text
+
+
 # ------------------------------------------------------ roof violations --
 
 def _roofed(c: float, py: float = 100.0, evp: float = 4000.0, ctr: float | None = 15000.0,
@@ -174,6 +308,8 @@ def test_table_columns_legend_and_loud_violation() -> None:
     ok = render_table(_roofed(c=0.5 * roof), _meta())
     header = next(line for line in ok.splitlines() if line.startswith("mode"))
     assert header.split()[-6:] == ["roof", "MB/s", "C/roof", "CTR", "MB/s", "C/CTR"]
+    assert header.split()[7:11] == ["EVP", "MB/s", "C/EVP", "quiet"]
+    assert header.split()[-9:-6] == ["port", "MB/s", "C/port"]
     assert "best of 11 samples: xmm 8.00 (median 7.50), ymm 16.00 (median 15.50), " \
         "zmm 15.00 (median 14.90)" in " ".join(ok.split())
     assert "NOT a bound" in ok
@@ -241,6 +377,17 @@ def test_json_run_roof_is_consistent_with_its_rates() -> None:
         assert row["roof_mbps"] == pytest.approx(want)
         assert row["c_vs_roof"] == pytest.approx(row["c_mbps"] / row["roof_mbps"])
         assert row["c_vs_ctr"] == pytest.approx(row["c_mbps"] / row["ctr_mbps"])
+        assert 1 <= row["rounds_kept"] <= row["rounds_taken"] or not row["quiet"]
+        assert len(row["c_samples"]) >= 1 and "c_spread" in row and "evp_spread" in row
+        assert row["c_mbps"] == max(row["c_samples"])
+        if row["path"] == "avx512":
+            assert 0 < row["port_roof_mbps"] <= row["roof_mbps"] * (1 + 1e-9)
+            assert row["c_vs_port"] == pytest.approx(row["c_mbps"] / row["port_roof_mbps"])
+        else:
+            assert row["port_roof_mbps"] is None   # aesni: no port model
+    q = out["quiet_state"]
+    assert q["chain_quiet_ns"] > 0 and q["chain_samples"] >= 5 + 2 * len(out["results"]) // 2
+    assert set(out["port_share"]) <= {"256", "512"} and "512" in out["port_share"]
 
 
 def test_table_run_prints_roof_columns() -> None:
@@ -259,6 +406,8 @@ def test_table_run_prints_roof_columns() -> None:
 @pytest.mark.parametrize("args, message", [
     (("--sizes", "1k"), "--sizes takes comma-separated integers"),
     (("--paths", "sse9"), "unknown path 'sse9'"),
+    (("--slow-factor", "0.9"), "--slow-factor must be in (1, 10]"),
+    (("--retakes", "-1"), "--retakes must be 0..100"),
 ])
 def test_bad_options_one_line_exit_2(args: tuple[str, ...], message: str) -> None:
     p = _bench(*args, "--time", "0.01", "--rounds", "1", "--no-python")

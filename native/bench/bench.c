@@ -465,6 +465,149 @@ double vc_bench_aes_issue(unsigned width_bits, double seconds)
     return calls * VC_ISSUE_ITERS * VC_ISSUE_ACCS * lanes;
 }
 
+/* --------------------------------------- carry-less multiply and mix -- */
+
+/* The port-aware roof (vaescrypt.bench.port_roof_mbps) needs two more
+ * rates beside the AES one, measured the same way:
+ *   - VPCLMULQDQ issue rate per width (lane-multiplies per second), 12
+ *     independent accumulators, nothing else in the loop;
+ *   - a MIX of the two in about GCM's proportion (AES-256: 14 rounds per
+ *     block against 3 Karatsuba multiplies plus a share of a reduction,
+ *     4.5 : 1): 9 AES accumulators x 3 rounds and 3 multiply accumulators
+ *     x 2 per loop pass, i.e. 27 VAESENC + 6 VPCLMULQDQ.  Where the two
+ *     run on separate ports the pass costs the larger of the two halves;
+ *     where they share one (Zen 4; ymm VAESENC on Intel takes port 5 too)
+ *     it costs up to the sum.  The Python side reads the sharing off the
+ *     measured pass time. */
+#define VC_X9(M, a, b)                                                                             \
+    M(0, a, b) M(1, a, b) M(2, a, b) M(3, a, b) M(4, a, b) M(5, a, b) M(6, a, b) M(7, a, b)        \
+    M(8, a, b)
+#define VC_X3C(M, a, b) M(9, a, b) M(10, a, b) M(11, a, b)
+
+VC_ISSUE_FN(vc_op_clmul128, VC_ISA_TARGET(VC_ISA_AESNI_GCM), __m128i, VC_X12, VC_SEED128,
+            VC_ISSUE_INSN2, "pclmulqdq $0x11,", "x", _mm_xor_si128, VC_STORE128)
+VC_ISSUE_FN(vc_op_clmul256, VC_ISA_TARGET(VC_ISA_VAES_AVX2), __m256i, VC_X12, VC_SEED256,
+            VC_ISSUE_INSN3, "vpclmulqdq $0x11,", "x", _mm256_xor_si256, VC_STORE256)
+VC_ISSUE_FN(vc_op_clmul512, VC_ISA_TARGET(VC_ISA_AVX512), __m512i, VC_X12, VC_SEED512,
+            VC_ISSUE_INSN3, "vpclmulqdq $0x11,", "v", _mm512_xor_si512, VC_STORE512)
+
+/* One pass of the mix: AES on accumulators 0..8 three times, a multiply on
+ * 9..11 twice (27 + 6 instructions, VC_MIX_AES / VC_MIX_CLMUL). */
+#define VC_MIX_AES 27
+#define VC_MIX_CLMUL 6
+#define VC_MIX_FN(name, tgt, T, SEED, aes, clm, CON, XOR, STORE)                                   \
+    static __attribute__((noinline, target(tgt))) int name(void *p)                                \
+    {                                                                                              \
+        vc_issue_ctx *c = p;                                                                       \
+        const __m128i k128 = _mm_loadu_si128((const __m128i *)(const void *)c->key);               \
+        const __m128i s128 = _mm_loadu_si128((const __m128i *)(const void *)c->seed);              \
+        const T k = SEED(k128, 0);                                                                 \
+        VC_X12(VC_ISSUE_DECL, T, SEED)                                                             \
+        unsigned n = VC_ISSUE_ITERS / 2;                                                           \
+        __asm__ volatile("1:\n\t" VC_X9(VC_ISSUE_INSN3, aes, 0) VC_X3C(VC_ISSUE_INSN3, clm, 0)    \
+                             VC_X9(VC_ISSUE_INSN3, aes, 0) VC_X3C(VC_ISSUE_INSN3, clm, 0)          \
+                                 VC_X9(VC_ISSUE_INSN3, aes, 0) "dec %[n]\n\t"                      \
+                                                               "jnz 1b\n\t"                        \
+                         : [n] "+r"(n) VC_X12(VC_ISSUE_OUT, CON, 0)                                \
+                         : [k] CON(k)                                                              \
+                         : "cc");                                                                  \
+        T sum = k;                                                                                 \
+        VC_X12(VC_ISSUE_SUM, XOR, 0)                                                               \
+        STORE(c->sink, sum);                                                                       \
+        return VC_OK;                                                                              \
+    }
+
+VC_MIX_FN(vc_op_mix256, VC_ISA_TARGET(VC_ISA_VAES_AVX2), __m256i, VC_SEED256, "vaesenc",
+          "vpclmulqdq $0x00,", "x", _mm256_xor_si256, VC_STORE256)
+VC_MIX_FN(vc_op_mix512, VC_ISA_TARGET(VC_ISA_AVX512), __m512i, VC_SEED512, "vaesenc",
+          "vpclmulqdq $0x00,", "v", _mm512_xor_si512, VC_STORE512)
+
+double vc_bench_clmul_issue(unsigned width_bits, double seconds)
+{
+    const vc_cpu_features *f = vc_cpu_features_get();
+    vc_bench_op op;
+    vc_path need;
+    switch (width_bits) {
+    case 128:
+        op = vc_op_clmul128, need = VC_PATH_AESNI;
+        break;
+    case 256:
+        op = vc_op_clmul256, need = VC_PATH_VAES_AVX2;
+        break;
+    case 512:
+        op = vc_op_clmul512, need = VC_PATH_AVX512;
+        break;
+    default:
+        return VC_ERR_ARGUMENT;
+    }
+    if (!vc_path_supported(f, need))
+        return VC_ERR_UNSUPPORTED;
+    vc_issue_ctx c;
+    memcpy(c.key, vc_bench_key, 16);
+    memcpy(c.seed, vc_bench_key + 16, 16);
+    const double calls = vc_bench_run(op, &c, seconds);
+    if (calls < 0)
+        return calls;
+    return calls * VC_ISSUE_ITERS * VC_ISSUE_ACCS * (double)(width_bits / 128);
+}
+
+double vc_bench_mix_passes(unsigned width_bits, double seconds)
+{
+    const vc_cpu_features *f = vc_cpu_features_get();
+    vc_bench_op op;
+    vc_path need;
+    switch (width_bits) {
+    case 256:
+        op = vc_op_mix256, need = VC_PATH_VAES_AVX2;
+        break;
+    case 512:
+        op = vc_op_mix512, need = VC_PATH_AVX512;
+        break;
+    default:
+        return VC_ERR_ARGUMENT;
+    }
+    if (!vc_path_supported(f, need))
+        return VC_ERR_UNSUPPORTED;
+    vc_issue_ctx c;
+    memcpy(c.key, vc_bench_key, 16);
+    memcpy(c.seed, vc_bench_key + 16, 16);
+    const double calls = vc_bench_run(op, &c, seconds);
+    if (calls < 0)
+        return calls;
+    return calls * (VC_ISSUE_ITERS / 2);
+}
+
+/* ------------------------------------------------ quiet-state check -- */
+
+/* The shared host has a slow state that the load average does not show
+ * (a neighbour on the sibling hyperthread, a lower clock): a fixed chain
+ * of 64 dependent integer multiplies takes measurably longer in it.  The
+ * chain touches no memory and no vector unit, so what it measures is the
+ * core's state, not the code being benchmarked.  Timed before and after
+ * every point; returns ns per 64-step chain (best of the batches of a
+ * short run: a brief interruption does not count, a state that lasts the
+ * whole run does). */
+#define VC_CHAIN_REPS 64
+static __attribute__((noinline)) int vc_op_chain(void *p)
+{
+    uint64_t *x = p;
+    uint64_t v = *x;
+    for (int r = 0; r < VC_CHAIN_REPS; r++)
+        __asm__ volatile(".rept 64\n\timul %[m], %[v]\n\t.endr"
+                         : [v] "+r"(v)
+                         : [m] "r"((uint64_t)0x9e3779b97f4a7c15u)
+                         : "cc");
+    *x = v;
+    return VC_OK;
+}
+
+double vc_bench_chain_ns(double seconds)
+{
+    uint64_t x = 1;
+    const double calls = vc_bench_run(vc_op_chain, &x, seconds);
+    return calls > 0 ? 1e9 / (calls * VC_CHAIN_REPS) : -1;
+}
+
 /* ----------------------------------------------------- CTR loop (model) -- */
 
 #define VC_CTR_TGT __attribute__((target(VC_ISA_TARGET(VC_ISA_AVX512))))

@@ -41,6 +41,15 @@ const char *vc_bench_openssl_version(void);
  * aesni / vaes_avx2 / avx512 path, VC_ERR_ARGUMENT for another width.
  * An upper bound on any AES path: blocks/s <= rate / Nr (see bench.c). */
 double vc_bench_aes_issue(unsigned width_bits, double seconds);
+/* VPCLMULQDQ issue rate (lane-multiplies per second) of one width, as
+ * vc_bench_aes_issue: 128 (PCLMULQDQ), 256 or 512. */
+double vc_bench_clmul_issue(unsigned width_bits, double seconds);
+/* Passes per second of a loop of 27 VAESENC + 6 VPCLMULQDQ on independent
+ * accumulators (width 256 or 512): how the two share the core's ports. */
+double vc_bench_mix_passes(unsigned width_bits, double seconds);
+/* Nanoseconds per chain of 64 dependent integer multiplies: the core's
+ * state (quiet or slow), timed around each point. */
+double vc_bench_chain_ns(double seconds);
 /* A bare 16-blocks-per-iteration zmm VAES CTR loop (keystream XOR input, no
  * GHASH): a measured reference point, NOT a bound.  VC_ERR_UNSUPPORTED on a
  * CPU without the avx512 path. */

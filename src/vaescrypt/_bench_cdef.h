@@ -10,3 +10,6 @@ double vc_bench_openssl(int mode, int dir, unsigned key_bits, size_t size, doubl
 const char *vc_bench_openssl_version(void);
 double vc_bench_aes_issue(unsigned width_bits, double seconds);
 double vc_bench_ctr_loop(unsigned key_bits, size_t size, double seconds);
+double vc_bench_clmul_issue(unsigned width_bits, double seconds);
+double vc_bench_mix_passes(unsigned width_bits, double seconds);
+double vc_bench_chain_ns(double seconds);

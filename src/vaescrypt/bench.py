@@ -29,7 +29,31 @@ and the ratios C/EVP and py/crypto, and two reference points:
   CTR   a bare 16-blocks-per-iteration zmm VAES CTR loop (no GHASH, no
         front-end), GCM only: a measured reference, NOT a bound (well-tuned
         GCM code has been measured at 96-102 % of it on Intel).
+  port  a port-aware bound (GCM, the wide paths): per 16 bytes the AES
+        rounds (Nr lane-rounds), the carry-less multiplies (3 Karatsuba
+        products) and the reductions (2 multiplies per reduction, one per
+        16 blocks on ymm, 32 on zmm), each at its measured issue rate at
+        the path's width, combined as the ports combine them: a loop of
+        27 VAESENC + 6 VPCLMULQDQ on independent accumulators measures how
+        much the two overlap (share s = 0: separate ports, the time is the
+        larger of the two; s = 1: one port, their sum), and
+            time = max(A, M) + s x min(A, M)
+        for A = AES time and M = multiply time of the message (AAD and
+        length block hashed too).  A model calibrated by three measured
+        loops, not a proof: shuffles, XORs, loads and stores are not in it,
+        so real code stays below it ("C/port" is the fraction reached).
 GCM uses a 12-byte nonce, 16 bytes of AAD and a 16-byte tag.
+
+Quiet-state check: a fixed chain of 64 dependent integer multiplies is
+timed before and after every round of every point (vc_bench_chain_ns).  A
+shared host has a slow state that the load average does not show, in which
+that chain takes longer; a round whose chain read more than --slow-factor
+times the quickest chain of the run is dropped and re-taken (up to
+--retakes extra rounds per point).  The "quiet" column says kept/taken
+rounds; a point none of whose rounds was quiet keeps its numbers but is
+marked "~" and counted as dropped (its figures are from the slow state).
+The spread per point, (max - min) / median over the kept rounds, is in
+--json (c_spread, evp_spread) with the per-round samples.
 
 Robustness on a small, shared machine: the process is pinned to one CPU;
 every competitor of a (mode, direction, size) point is measured in turn,
@@ -50,7 +74,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Odd sizes (63, 200, 300, 500, 4095) exercise the partial-block tails.
@@ -91,6 +115,12 @@ class Row:
     host_roof_mbps: float | None = None  # the same with the host's best AES width
     ctr_mbps: float | None = None        # the zmm CTR loop (a reference, not a bound)
     ctr_roof_mbps: float | None = None   # host roof for the CTR loop's work (no E(J0))
+    port_roof_mbps: float | None = None  # port-aware bound (AES + multiplies, see "port")
+    quiet: bool = True                   # at least one round was taken in the quiet state
+    rounds_kept: int = 0                 # rounds measured in the quiet state
+    rounds_taken: int = 0                # rounds measured in all (kept + dropped)
+    c_samples: list[float] = field(default_factory=list)    # per kept round, MB/s
+    evp_samples: list[float] = field(default_factory=list)
 
     @staticmethod
     def _ratio(a: float | None, b: float | None) -> float | None:
@@ -112,11 +142,32 @@ class Row:
     def c_vs_ctr(self) -> float | None:
         return self._ratio(self.c_mbps, self.ctr_mbps)
 
+    @property
+    def c_vs_port(self) -> float | None:
+        return self._ratio(self.c_mbps, self.port_roof_mbps)
+
+    @property
+    def c_spread(self) -> float | None:
+        return spread(self.c_samples)
+
+    @property
+    def evp_spread(self) -> float | None:
+        return spread(self.evp_samples)
+
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
         d.update(c_vs_evp=self.c_vs_evp, py_vs_crypto=self.py_vs_crypto, c_vs_roof=self.c_vs_roof,
-                 c_vs_ctr=self.c_vs_ctr)
+                 c_vs_ctr=self.c_vs_ctr, c_vs_port=self.c_vs_port, c_spread=self.c_spread,
+                 evp_spread=self.evp_spread)
         return d
+
+
+def spread(samples: Sequence[float]) -> float | None:
+    """(max - min) / median of a point's per-round figures, None for < 2."""
+    if len(samples) < 2:
+        return None
+    med = statistics.median(samples)
+    return (max(samples) - min(samples)) / med if med > 0 else None
 
 
 # -------------------------------------------------------------------- roof --
@@ -173,6 +224,59 @@ def apply_roofs(rows: Sequence[Row], rates: dict[int, float]) -> None:
                               if host else None)
         row.ctr_roof_mbps = (issue_roof_mbps(host, row.key_bits, "ctr", row.size)
                              if host and row.ctr_mbps is not None else None)
+
+
+# Blocks per reduction of the wide paths' main loops (two batches share one:
+# 2 x 8 blocks on ymm, 2 x 16 on zmm); a reduction is 2 multiplies per lane.
+REDUCE_BLOCKS: dict[int, int] = {256: 16, 512: 32}
+# The mix loop (native/bench/bench.c): VAESENC and VPCLMULQDQ per pass.
+MIX_AES, MIX_CLMUL = 27, 6
+
+
+def port_share(aes_rate: float, clmul_rate: float, passes_per_s: float, width: int) -> float:
+    """How far AES and carry-less multiplies share ports, 0 (separate) ..
+    1 (one port), from the mix loop: its pass time against the AES half
+    alone and the multiply half alone (rates in lane-operations/s)."""
+    lanes = width // 128
+    a = MIX_AES * lanes / aes_rate
+    m = MIX_CLMUL * lanes / clmul_rate
+    t = 1.0 / passes_per_s
+    lo, hi = min(a, m), max(a, m)
+    return min(1.0, max(0.0, (t - hi) / lo)) if lo > 0 else 0.0
+
+
+def port_roof_mbps(aes_rate: float, clmul_rate: float, share: float, width: int,
+                   key_bits: int, size: int) -> float:
+    """The port-aware GCM bound in MB/s (see "port" in the module text): AES
+    work of aes_blocks("gcm", size) blocks, multiply work of the hashed
+    blocks (data, 16 B of AAD, the length block) at 3 products each plus
+    2 per lane per reduction, combined as max + share x min."""
+    if aes_rate <= 0 or clmul_rate <= 0 or size <= 0:
+        raise ValueError("the port roof needs positive rates and size")
+    a = aes_blocks("gcm", size) * AES_ROUNDS[key_bits] / aes_rate
+    hashed = -(-size // 16) + 2
+    per_block = 3 + 2 / REDUCE_BLOCKS[width]
+    m = hashed * per_block / clmul_rate
+    return size / (max(a, m) + share * min(a, m)) / 1e6
+
+
+def apply_port_roofs(rows: Sequence[Row], aes: dict[int, float], clmul: dict[int, float],
+                     mix: dict[int, float]) -> dict[int, float]:
+    """Fill port_roof_mbps for the GCM rows of the wide paths; returns the
+    share measured per width (for the legend).  The share comes from the
+    path's own width; the AES rate is the path's best usable one, as for
+    the issue-rate roof, so the port bound never exceeds that roof."""
+    shares = {w: port_share(aes[w], clmul[w], mix[w], w)
+              for w in REDUCE_BLOCKS if aes.get(w) and clmul.get(w) and mix.get(w)}
+    for row in rows:
+        w = PATH_AES_WIDTH.get(row.path)
+        rate = path_issue_rate(row.path, aes)
+        if row.mode != "gcm" or w not in shares or rate is None:
+            row.port_roof_mbps = None
+            continue
+        row.port_roof_mbps = port_roof_mbps(rate, clmul[w], shares[w], w, row.key_bits,
+                                            row.size)
+    return shares
 
 
 def roof_violations(rows: Sequence[Row]) -> list[str]:
@@ -313,6 +417,8 @@ class Options:
     rounds: int
     python: bool
     as_json: bool
+    slow_factor: float = 1.10
+    retakes: int = 5
 
 
 def _csv(text: str) -> list[str]:
@@ -343,11 +449,17 @@ def parse_args(argv: Sequence[str] | None) -> Options:
                     help="interleaved rounds per point (each competitor keeps its best)")
     ap.add_argument("--no-python", action="store_true", help="skip the Python-level timings")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--slow-factor", type=float, default=1.10,
+                    help="a round is in the slow state when the integer chain around it took "
+                         "more than this times the run's quickest chain")
+    ap.add_argument("--retakes", type=int, default=5,
+                    help="extra rounds per point to replace rounds taken in the slow state")
     a = ap.parse_args(argv)
     opts = Options(
         modes=_csv(a.modes), directions=_csv(a.directions), paths=_csv(a.paths) or None,
         sizes=_ints(a.sizes, "sizes"), key_bits=_ints(a.key_bits, "key-bits"),
         seconds=a.time, rounds=a.rounds, python=not a.no_python, as_json=a.json,
+        slow_factor=a.slow_factor, retakes=a.retakes,
     )
     for m in opts.modes:
         if m not in ALL_MODES:
@@ -363,14 +475,54 @@ def parse_args(argv: Sequence[str] | None) -> Options:
         raise BenchError("--time must be in (0, 60] seconds")
     if not 1 <= opts.rounds <= 100:
         raise BenchError("--rounds must be 1..100")
+    if not 1.0 < opts.slow_factor <= 10.0:
+        raise BenchError("--slow-factor must be in (1, 10]")
+    if not 0 <= opts.retakes <= 100:
+        raise BenchError("--retakes must be 0..100")
     return opts
 
 
-def _best_c(fn: Callable[[float], float], rounds_s: float, best: float | None) -> float | None:
-    v = _c_value(fn(rounds_s))
-    if v is None:
-        return best
-    return v if best is None else max(best, v)
+CHAIN_SECONDS = 0.004  # one quiet-state probe (best of 5 batches of ~0.8 ms)
+
+
+class QuietState:
+    """The quiet-state check: ns of the fixed integer chain (64 dependent
+    multiplies), the quickest of the run as the quiet reference, and a
+    round judged slow when the chain before or after it read above
+    `factor` times that reference."""
+
+    def __init__(self, probe: Callable[[], float], factor: float) -> None:
+        self.probe = probe
+        self.factor = factor
+        self.samples: list[float] = []
+        self.rounds_dropped = 0
+        self.points_retaken = 0
+        self.points_dropped = 0
+        for _ in range(5):  # a reference before the first point
+            self.read()
+
+    def read(self) -> float:
+        v = self.probe()
+        if v > 0:
+            self.samples.append(v)
+        return v
+
+    @property
+    def quiet_ns(self) -> float | None:
+        return min(self.samples) if self.samples else None
+
+    def is_quiet(self, before: float, after: float) -> bool:
+        ref = self.quiet_ns
+        if ref is None or before <= 0 or after <= 0:
+            return True  # no probe on this host: nothing to judge by
+        return max(before, after) <= self.factor * ref
+
+    def meta(self) -> dict[str, Any]:
+        return {"chain_quiet_ns": self.quiet_ns,
+                "chain_median_ns": statistics.median(self.samples) if self.samples else None,
+                "chain_samples": len(self.samples), "slow_factor": self.factor,
+                "rounds_dropped": self.rounds_dropped, "points_retaken": self.points_retaken,
+                "points_dropped": self.points_dropped}
 
 
 def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
@@ -414,6 +566,10 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
     # every point; the roof uses the best of the whole run.
     samples: dict[int, list[float]] = {}
     _measure_issue(lib, samples, opts.seconds / len(ISSUE_WIDTHS))
+    clmul: dict[int, list[float]] = {}
+    mix: dict[int, list[float]] = {}
+    _measure_ports(lib, clmul, mix, opts.seconds / len(ISSUE_WIDTHS))
+    quiet = QuietState(lambda: float(lib.vc_bench_chain_ns(CHAIN_SECONDS)), opts.slow_factor)
     rows: list[Row] = []
     for bits in opts.key_bits:
         key = KEY[: bits // 8]
@@ -425,13 +581,22 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
                 m, d = mode_id(mode), dir_id(direction)
                 for size in opts.sizes:
                     rows += _measure_point(opts, lib, mode, direction, m, d, paths, chosen, path_id,
-                                           bits, key, size, per_round, samples)
+                                           bits, key, size, per_round, samples, quiet)
+                    if mode == "gcm":
+                        _measure_ports(lib, clmul, mix, per_round / 4)
         meta.setdefault("keysetup", {})[bits] = _keysetup(opts, lib, key, bits, per_round)
     if loop is not None:
         for _ in range(opts.rounds):
             loop.round()
         meta["py_loop_ns"] = loop.best * 1e9
     apply_roofs(rows, {w: max(v) for w, v in samples.items()})
+    shares = apply_port_roofs(rows, {w: max(v) for w, v in samples.items()},
+                              {w: max(v) for w, v in clmul.items()},
+                              {w: max(v) for w, v in mix.items()})
+    meta["clmul_issue_lane_mults_per_s"] = {str(w): max(v) for w, v in clmul.items()}
+    meta["mix_passes_per_s"] = {str(w): max(v) for w, v in mix.items()}
+    meta["port_share"] = {str(w): v for w, v in shares.items()}
+    meta["quiet_state"] = quiet.meta()
     meta["aes_issue_lane_rounds_per_s"] = {
         str(w): max(samples[w]) if w in samples else None for w in ISSUE_WIDTHS}
     meta["aes_issue_median"] = {
@@ -450,15 +615,37 @@ def _measure_issue(lib: Any, samples: dict[int, list[float]], seconds: float) ->
             samples.setdefault(w, []).append(v)
 
 
+def _measure_ports(lib: Any, clmul: dict[int, list[float]], mix: dict[int, list[float]],
+                   seconds: float) -> None:
+    """One sample of each width's multiply issue rate and mix pass rate."""
+    for w in ISSUE_WIDTHS:
+        v = _c_value(lib.vc_bench_clmul_issue(w, seconds))
+        if v is not None:
+            clmul.setdefault(w, []).append(v)
+        if w in REDUCE_BLOCKS:
+            v = _c_value(lib.vc_bench_mix_passes(w, seconds))
+            if v is not None:
+                mix.setdefault(w, []).append(v)
+
+
 def _measure_point(opts: Options, lib: Any, mode: str, direction: str, m: int, d: int,
                    paths: list[str], chosen: str, path_id: Callable[[str], int], bits: int,
                    key: bytes, size: int, per_round: float,
-                   samples: dict[int, list[float]]) -> list[Row]:
+                   samples: dict[int, list[float]], quiet: QuietState) -> list[Row]:
     """One (mode, direction, size): every competitor, interleaved round by
-    round (the AES issue rate too, into `samples`); roofs come later."""
+    round (the AES issue rate too, into `samples`); roofs come later.  The
+    integer chain is timed around each round: a round in the slow state is
+    dropped and re-taken (up to opts.retakes more); if no round was quiet,
+    the point keeps every round's figures and is marked not quiet."""
     evp: float | None = None
     ctr: float | None = None
     c: dict[str, float | None] = dict.fromkeys(paths)
+    c_all: dict[str, list[float]] = {p: [] for p in paths}
+    c_kept: dict[str, list[float]] = {p: [] for p in paths}
+    evp_all: list[float] = []
+    evp_kept: list[float] = []
+    ctr_all: list[float] = []
+    ctr_kept: list[float] = []
     py: dict[str, PyTimer] = {}
     crypto: PyTimer | None = None
     if opts.python:
@@ -466,22 +653,47 @@ def _measure_point(opts: Options, lib: Any, mode: str, direction: str, m: int, d
         crypto = PyTimer(crypto_fn, per_round / 6) if crypto_fn else None
         py = {p: PyTimer(_vaescrypt_op(mode, direction, p, key, size), per_round / 6)
               for p in paths}
-    for _ in range(opts.rounds):
-        evp = _best_c(lambda s: lib.vc_bench_openssl(m, d, bits, size, s), per_round, evp)
-        if mode == "gcm":
-            ctr = _best_c(lambda s: lib.vc_bench_ctr_loop(bits, size, s), per_round, ctr)
+    kept = taken = 0
+    while kept < opts.rounds and taken < opts.rounds + opts.retakes:
+        taken += 1
+        before = quiet.read()
+        e = _c_value(lib.vc_bench_openssl(m, d, bits, size, per_round))
+        t = _c_value(lib.vc_bench_ctr_loop(bits, size, per_round)) if mode == "gcm" else None
         _measure_issue(lib, samples, per_round / 4)
+        cs: dict[str, float | None] = {}
         for p in paths:
-            c[p] = _best_c(lambda s, p=p: lib.vc_bench_lib(m, d, path_id(p), bits, size, s),
-                           per_round, c[p])
+            cs[p] = _c_value(lib.vc_bench_lib(m, d, path_id(p), bits, size, per_round))
             if p in py:
                 py[p].round()
         if crypto is not None:
             crypto.round()
+        ok = quiet.is_quiet(before, quiet.read())
+        kept += ok
+        for v, every, good in ((e, evp_all, evp_kept), (t, ctr_all, ctr_kept),
+                               *((cs[p], c_all[p], c_kept[p]) for p in paths)):
+            if v is not None:
+                every.append(v)
+                if ok:
+                    good.append(v)
+    quiet.rounds_dropped += taken - kept
+    quiet.points_retaken += taken > kept
+    quiet.points_dropped += kept == 0
+    use_kept = kept > 0
+    evp = _best(evp_kept if use_kept else evp_all)
+    ctr = _best(ctr_kept if use_kept else ctr_all)
+    for p in paths:
+        c[p] = _best(c_kept[p] if use_kept else c_all[p])
     return [Row(mode, direction, p, bits, size, p == chosen, c[p], evp,
                 py[p].mbps(size) if p in py else None,
-                crypto.mbps(size) if crypto is not None else None, ctr_mbps=ctr)
+                crypto.mbps(size) if crypto is not None else None, ctr_mbps=ctr,
+                quiet=use_kept, rounds_kept=kept, rounds_taken=taken,
+                c_samples=c_kept[p] if use_kept else c_all[p],
+                evp_samples=evp_kept if use_kept else evp_all)
             for p in paths]
+
+
+def _best(values: Sequence[float]) -> float | None:
+    return max(values) if values else None
 
 
 def _cryptography_version() -> str | None:
@@ -562,13 +774,15 @@ def _fmt(v: float | None, ratio: bool = False) -> str:
 
 
 def render_table(rows: Sequence[Row], meta: dict[str, Any]) -> str:
-    head = ("mode", "dir", "path", "bits", "size", "C MB/s", "EVP MB/s", "C/EVP",
-            "py MB/s", "crypto MB/s", "py/crypto", "roof MB/s", "C/roof", "CTR MB/s", "C/CTR")
+    head = ("mode", "dir", "path", "bits", "size", "C MB/s", "EVP MB/s", "C/EVP", "quiet",
+            "py MB/s", "crypto MB/s", "py/crypto", "port MB/s", "C/port", "roof MB/s", "C/roof",
+            "CTR MB/s", "C/CTR")
     over = {id(r) for r in rows if r.c_mbps and r.roof_mbps and r.c_mbps > r.roof_mbps}
     body = [(r.mode, r.direction[:3], r.path + ("*" if r.selected else ""), str(r.key_bits),
              str(r.size), _fmt(r.c_mbps),
-             _fmt(r.evp_mbps), _fmt(r.c_vs_evp, True), _fmt(r.py_mbps), _fmt(r.crypto_mbps),
-             _fmt(r.py_vs_crypto, True), _fmt(r.roof_mbps),
+             _fmt(r.evp_mbps), _fmt(r.c_vs_evp, True), _quiet_cell(r), _fmt(r.py_mbps),
+             _fmt(r.crypto_mbps), _fmt(r.py_vs_crypto, True), _fmt(r.port_roof_mbps),
+             _fmt(r.c_vs_port, True), _fmt(r.roof_mbps),
              _fmt(r.c_vs_roof, True) + ("!" if id(r) in over else ""),
              _fmt(r.ctr_mbps), _fmt(r.c_vs_ctr, True))
             for r in rows]
@@ -580,7 +794,7 @@ def render_table(rows: Sequence[Row], meta: dict[str, Any]) -> str:
     for line in (head, *body):
         lines.append("  ".join(c.rjust(w) if i >= 3 else c.ljust(w)
                                for i, (c, w) in enumerate(zip(line, widths))))
-    lines += ["", *roof_legend(meta)]
+    lines += ["", *roof_legend(meta), *port_legend(meta), *quiet_legend(meta)]
     if meta.get("py_loop_ns"):
         lines.append(f"py, crypto = from Python, a lambda called in a loop: {meta['py_loop_ns']:.0f} ns "
                      "per call of both is the loop's own (an empty lambda).")
@@ -601,6 +815,48 @@ def render_table(rows: Sequence[Row], meta: dict[str, Any]) -> str:
         lines += ["", "Targets (AES-256, dispatcher's path, from Python vs cryptography):",
                   *targets]
     return "\n".join(lines)
+
+
+def _quiet_cell(r: Row) -> str:
+    """kept/taken rounds, "~" when none was quiet ("-" when not checked)."""
+    if not r.rounds_taken:
+        return "-"
+    return f"{r.rounds_kept}/{r.rounds_taken}" + ("" if r.quiet else "~")
+
+
+def quiet_legend(meta: dict[str, Any]) -> list[str]:
+    """The quiet-state check's summary: reference, drops, re-takes."""
+    q = meta.get("quiet_state")
+    if not q:
+        return []
+    ref = q.get("chain_quiet_ns")
+    med = q.get("chain_median_ns")
+    return [
+        "quiet = rounds kept/taken: the integer chain (64 dependent multiplies) timed around",
+        "  each round; a round is dropped (and re-taken) when it read above "
+        f"{q['slow_factor']:.2f} x the quickest chain"
+        + (f" ({ref:.1f} ns; median {med:.1f} ns over {q['chain_samples']} probes)"
+           if ref and med else "") + ".",
+        (f"  {q['rounds_dropped']} round(s) dropped, {q['points_retaken']} point(s) re-taken, "
+         f"{q['points_dropped']} point(s) dropped (no quiet round; figures kept, marked ~)."),
+    ]
+
+
+def port_legend(meta: dict[str, Any]) -> list[str]:
+    """The port-aware bound's measured inputs."""
+    names = {"256": "ymm", "512": "zmm"}
+    shares = meta.get("port_share") or {}
+    if not shares:
+        return []
+    aes = meta.get("aes_issue_lane_rounds_per_s") or {}
+    clm = meta.get("clmul_issue_lane_mults_per_s") or {}
+    parts = [f"{names.get(w, w)}: AES {aes[w] / 1e9:.2f}, multiply {clm[w] / 1e9:.2f} "
+             f"(10^9 lane-ops/s), share {v:.2f}"
+             for w, v in sorted(shares.items()) if aes.get(w) and clm.get(w)]
+    return ["port = port-aware bound (GCM, wide paths): AES rounds + carry-less multiplies +",
+            "  reductions per 16 B at each one's measured rate, time max(A, M) + share x min(A, M);",
+            "  share from a 27 VAESENC + 6 VPCLMULQDQ loop (0 separate ports, 1 one port).",
+            "  " + "; ".join(parts) + "."]
 
 
 def roof_legend(meta: dict[str, Any]) -> list[str]:
