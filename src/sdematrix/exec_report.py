@@ -25,7 +25,7 @@ from junit_xml import TestCase, TestSuite
 
 from . import __version__
 from .errors import OutputDirError
-from .exec_expect import Expectation, judge_expectations
+from .exec_expect import Expectation, applied, judge_expectations
 from .exec_run import ExecResult
 from .junit import mix_summary, mix_summary_text
 from .models import CpuModel
@@ -65,6 +65,9 @@ def judge_exec(
     for v in res.violations:
         reasons.append(f"chip check ({model.name}): {_one_line(v.describe())}")
     reasons += judge_expectations(res.mix, model, exps)
+    if exps:  # how many of the file's rules judged this model (verdict line, results, JUnit)
+        res.meta["expectations_applied"] = len(applied(model, exps))
+        res.meta["expectations_total"] = len(exps)
     if reasons:
         out.status, out.reasons = "fail", reasons
     return out
@@ -79,6 +82,8 @@ def summary_line(o: ExecOutcome) -> str:
     line = (f"{o.model:<8} {o.status.upper():<5} exit {r.exit_code}  {chip} "
             f"({distinct} distinct instructions, {r.meta.get('traps', 0)} traps, "
             f"{r.duration_s:.1f} s)  region {r.region}")  # fmt: skip
+    if "expectations_applied" in r.meta:
+        line += f"  {r.meta['expectations_applied']} of {r.meta['expectations_total']} expectations applied"
     if o.status != "pass":
         line += "\n" + "\n".join(f"    - {x}" for x in o.reasons[:20])
     return line
