@@ -310,3 +310,33 @@ def test_avx10_256_rejects_zmm_mask_producers() -> None:
     gnr256 = _model(_GNR256_ISA, 256, "gnr256")
     why = chip_check(decode(bytes.fromhex("62f27e4828c9")), gnr256)  # vpmovm2b zmm1, k1
     assert why is not None and "zmm" in why
+
+
+# ---- legacy forms (decode.LEGACY_FORMS): judged by what the model executes --------
+
+
+@pytest.mark.parametrize(
+    ("hexbytes", "isa", "verdict_part", "ran_as"),
+    [
+        ("f3480fbcc0", set(), None, "BSF"),  # TZCNT without BMI1: BSF, legal
+        ("f3480fbcc0", {"BMI1"}, None, "TZCNT"),
+        ("f30fbdc0", set(), "LZCNT executes as BSR on model m (no LZCNT)", "BSR"),
+        ("f30fbdc0", {"LZCNT"}, None, "LZCNT"),
+        ("f30f09", set(), None, "WBINVD"),
+        ("0fbcc0", set(), None, "BSF"),  # plain BSF: not a legacy form
+    ],
+)
+def test_legacy_forms_per_model(
+    hexbytes: str, isa: set[str], verdict_part: str | None, ran_as: str
+) -> None:
+    from sdematrix.decode import as_executed
+
+    model = _model(isa, 128)
+    insn = decode(bytes.fromhex(hexbytes))
+    why = chip_check(insn, model)
+    if verdict_part is None:
+        assert why is None
+    else:
+        assert why is not None and verdict_part in why and "not in model" not in why
+    assert as_executed(insn, model).mnemonic == ran_as
+    assert as_executed(insn, None) is insn  # no model: as decoded

@@ -73,6 +73,7 @@ def test_junit_structure(report):
         "cpu": "spr", "mode": "gcm", "direction": "encrypt", "key_bits": "128", "length": "64",
         "backend": "sde", "backend_version": "9.33.0 external", "path": "aesni",
         "expected_path": "avx512",
+        "legacy_forms": "0",  # executions run as an older instruction (TZCNT as BSF)
         # coverage: what the verdict saw (the SDE double's region total; its
         # function blocks cover the whole region)
         "coverage.instructions": "2130", "coverage.function_coverage": "1.0",

@@ -99,9 +99,9 @@ def _matrix_path(arg: str | None) -> Path:
 
 
 def _load(arg: str | None) -> Matrix:
-    from .matrix_file import load_matrix
+    from .matrix_cache import load_matrix_cached  # the full load when anything changed
 
-    return load_matrix(_matrix_path(arg))
+    return load_matrix_cached(_matrix_path(arg))
 
 
 def _number_arg(
@@ -218,6 +218,20 @@ def summary_table(report: Any) -> str:
 # --------------------------------------------------------------------------
 
 
+def _print_host_gaps(matrix: Any, cpus: list[str], selector: Any) -> None:
+    """Run header: per model run natively (ptrace), what its CPUID advertises
+    that this host cannot execute (sdematrix.host_isa)."""
+    from .host_isa import host_lacks
+
+    for cpu in cpus:
+        ch = selector.choose(matrix.models[cpu])
+        lacks = host_lacks(matrix.models[cpu]) if ch.backend and ch.backend.name == "ptrace" else []
+        if lacks:
+            print(f"{PROG} run: {cpu}: host cannot execute {', '.join(lacks)} (model {cpu} "
+                  "advertises it; the probe needs none of them, a program that runs one dies "
+                  "of SIGILL: an error)", file=sys.stderr)  # fmt: skip
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .backends.registry import BackendSelector
     from .junit import prepare_out_dir, write_junit, write_results
@@ -237,6 +251,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # A probe that cannot run would make every cell an error: refuse the run
     # now (ProbeError, exit 2) instead, naming $SDEMATRIX_PROBE and what is wrong.
     probe_path()
+    _print_host_gaps(matrix, cpus, selector)
     out = Path(args.out)
     prepare_out_dir(out)
     junit_path = _junit_path(args)

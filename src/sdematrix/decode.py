@@ -24,10 +24,14 @@ from .models import CpuModel
 __all__ = [
     "BASELINE_FEATURES",
     "HINT_NOP_CODES",
+    "LEGACY_FORMS",
     "Insn",
+    "LegacyForm",
+    "as_executed",
     "chip_check",
     "decode",
     "decode_many",
+    "legacy_form",
     "width_bits",
 ]
 
@@ -113,6 +117,101 @@ HINT_NOP_CODES: frozenset[int] = frozenset(
     }
 )
 
+@dataclass(frozen=True)
+class LegacyForm:
+    """An encoding that a model without `feature` executes as a different,
+    older instruction (XED calls these "dual encoding instructions": the chip
+    decides which of two instructions the bytes are)."""
+
+    feature: str  # iced CpuidFeature name the model must have for the new meaning
+    new: str  # the instruction the bytes are on a model with `feature` ("TZCNT")
+    executes_as: str  # ... and what a model without it executes ("BSF")
+    isa_set: str  # XED isa-set of the old instruction ("I386")
+    isa_ext: str  # XED extension of the old instruction ("BASE")
+    features: tuple[str, ...]  # iced features of the old instruction
+    same_result: bool  # True: legal (same result, see `differs`); False: a violation
+    differs: str  # how the old instruction's result differs
+    source: str  # where this is written down
+
+    @property
+    def label(self) -> str:
+        """How the mix's legacy_forms table names it: "TZCNT as BSF"."""
+        return f"{self.new} as {self.executes_as}"
+
+
+# Encodings whose meaning depends on the model: on a model with `feature`
+# they are the new instruction, on one without it the old one, silently (no
+# #UD).  The chip check judges them by what the model executes; the mix records
+# the old instruction and counts it under `legacy_forms` (iced Code names).
+#
+# The class, from XED's list of dual-encoding instructions (src/common/
+# xed-chip-modes.c, table isa2op: "depending on the host, a given encoding
+# can be interpreted as two different instructions"), entry by entry:
+#   P4 (PAUSE, F3 90, else NOP): PAUSE is in every x86-64 CPU (baseline).
+#   PREFETCHIT (0F 18 /6 /7), CLDEMOTE (0F 1C /0), MPXMODE (0F 1A/1B),
+#   CET (ENDBR, RDSSP), IBHF (F3 REX.W 0F 1E F8): the old meaning is a NOP,
+#   see HINT_NOP_CODES (iced decodes IBHF and the MPX space as RESERVEDNOP).
+#   PREFETCHRST (0F 18 /4, MOVRS): iced 1.21 decodes it as RESERVEDNOP.
+#   MODE_SHORT_UD0: only the length of UD0 changes; it faults either way.
+#   LZCNT, TZCNT, WBNOINVD: this table.
+#
+# * TZCNT (F3 0F BC) without BMI1 executes as BSF.  Intel SDM vol. 2B TZCNT:
+#   "On processors that do not support TZCNT, the instruction byte encoding is
+#   executed as BSF."  XED datafiles/hswbmi/tzcnt-isa.xed.txt: the pattern
+#   "0x0F 0xBC refining_f3 TZCNT=0" is ICLASS BSF (ISA_SET I386), and
+#   xed-chip-modes.c sets TZCNT=1 only on chips with ISA set BMI1.  For a
+#   non-zero source both give the index of the lowest set bit; for a zero
+#   source TZCNT returns the operand size and sets CF, BSF sets ZF and leaves
+#   the destination undefined (SDM BSF; AMD documents it unchanged).  gcc
+#   emits `rep bsf` for __builtin_ctz at -march=x86-64 because the result is
+#   the same wherever ctz is defined (non-zero input); glibc's printf of a
+#   double runs one.  Legal, and counted under legacy_forms.
+#   A zero source is caught where the tracer sees the operand (stepped
+#   regions): see docs/EXEC.md.
+# * LZCNT (F3 0F BD) without LZCNT (Intel: Haswell on; AMD: ABM, K10 on)
+#   executes as BSR.  Intel SDM vol. 2A LZCNT: "LZCNT differs from BSR" and
+#   "on processors that do not support LZCNT, the instruction byte encoding is
+#   executed as BSR."  XED datafiles/hsw/lzcnt-isa.xed.txt: "0x0F 0xBD
+#   f3_refining_prefix LZCNT=0" is BSR.  BSR returns the index of the highest
+#   set bit, LZCNT the number of leading zeros (operand size - 1 - index):
+#   the result differs for every non-zero input, so running it is a violation
+#   with its own message.
+# * WBNOINVD (F3 0F 09) without WBNOINVD executes as WBINVD: XED
+#   datafiles/wbnoinvd/wbnoinvd-isa.xed.txt ("0x0F 0x09 WBNOINVD=0" is WBINVD)
+#   and xed-chip-modes.c ("replacing a previous WBINVD").  Both write back all
+#   modified lines; WBINVD also invalidates them, which software observes only
+#   as time.  Privileged (CPL 0): a user program faults (#GP) either way.
+_TZCNT_AS_BSF = LegacyForm(
+    feature="BMI1", new="TZCNT", executes_as="BSF", isa_set="I386", isa_ext="BASE",
+    features=("INTEL386",), same_result=True,
+    differs="for a zero source BSF leaves the destination and sets ZF, TZCNT returns "
+    "the operand size and sets CF",
+    source="Intel SDM vol. 2B TZCNT; XED datafiles/hswbmi/tzcnt-isa.xed.txt",
+)  # fmt: skip
+_LZCNT_AS_BSR = LegacyForm(
+    feature="LZCNT", new="LZCNT", executes_as="BSR", isa_set="I386", isa_ext="BASE",
+    features=("INTEL386",), same_result=False,
+    differs="BSR returns the index of the highest set bit, LZCNT the count of leading "
+    "zeros",
+    source="Intel SDM vol. 2A LZCNT; XED datafiles/hsw/lzcnt-isa.xed.txt",
+)  # fmt: skip
+_WBNOINVD_AS_WBINVD = LegacyForm(
+    feature="WBNOINVD", new="WBNOINVD", executes_as="WBINVD", isa_set="I486REAL",
+    isa_ext="BASE", features=("INTEL486",), same_result=True,
+    differs="WBINVD also invalidates the caches (only slower)",
+    source="XED datafiles/wbnoinvd/wbnoinvd-isa.xed.txt, src/common/xed-chip-modes.c",
+)  # fmt: skip
+LEGACY_FORMS: dict[int, LegacyForm] = {
+    iced.Code.TZCNT_R16_RM16: _TZCNT_AS_BSF,
+    iced.Code.TZCNT_R32_RM32: _TZCNT_AS_BSF,
+    iced.Code.TZCNT_R64_RM64: _TZCNT_AS_BSF,
+    iced.Code.LZCNT_R16_RM16: _LZCNT_AS_BSR,
+    iced.Code.LZCNT_R32_RM32: _LZCNT_AS_BSR,
+    iced.Code.LZCNT_R64_RM64: _LZCNT_AS_BSR,
+    iced.Code.WBNOINVD: _WBNOINVD_AS_WBINVD,
+}
+
+
 _WIDTH_BY_BYTES = {16: "xmm", 32: "ymm", 64: "zmm"}
 _WIDTH_ORDER = {"none": 0, "xmm": 1, "ymm": 2, "zmm": 3}
 _WIDTH_BITS = {"none": 0, "xmm": 128, "ymm": 256, "zmm": 512}
@@ -180,6 +279,9 @@ class Insn:
     # True for an encoding that executes as a NOP on a CPU without its feature
     # (ENDBR64, RDSSPQ, CLDEMOTE, ...: see HINT_NOP_CODES): legal on every model.
     hint_nop: bool = False
+    # The older instruction these bytes are on a model without the feature
+    # (TZCNT -> BSF ...: see LEGACY_FORMS), None for every other encoding.
+    legacy: LegacyForm | None = None
 
     @property
     def width_bits(self) -> int:
@@ -346,6 +448,7 @@ def _from_iced(ins: iced.Instruction) -> Insn:
         features=features,
         text=_FORMATTER.format(ins),
         hint_nop=ins.code in HINT_NOP_CODES,
+        legacy=LEGACY_FORMS.get(ins.code),
     )
 
 
@@ -389,6 +492,36 @@ def _feature_present(feature: str, isa: frozenset[str]) -> bool:
     return False
 
 
+def legacy_form(insn: Insn, model: CpuModel) -> LegacyForm | None:
+    """The older instruction `model` executes `insn` as (TZCNT as BSF on a
+    model without BMI1, see `LEGACY_FORMS`), None when it executes `insn`."""
+    lf = insn.legacy
+    if lf is None or _feature_present(lf.feature, model.isa):
+        return None
+    return lf
+
+
+def as_executed(insn: Insn, model: CpuModel | None) -> Insn:
+    """`insn` as `model` executes it: a legacy form (`legacy_form`) becomes the
+    old instruction (mnemonic, ISA set, features, text), anything else is
+    `insn` itself.  What the mix records."""
+    lf = legacy_form(insn, model) if model is not None else None
+    if lf is None:
+        return insn
+    new, old = lf.new.lower(), lf.executes_as.lower()
+    text = insn.text.replace(new, old, 1) if insn.text.startswith(new) else insn.text
+    return replace(insn, mnemonic=lf.executes_as, isa_set=lf.isa_set, isa_ext=lf.isa_ext,
+                   features=lf.features, text=text, legacy=None)  # fmt: skip
+
+
+def legacy_violation(lf: LegacyForm, model_name: str) -> str:
+    """The chip-check reason for a legacy form whose result differs."""
+    return (
+        f"{lf.new} executes as {lf.executes_as} on model {model_name} (no {lf.feature}) "
+        f"and returns a different result: {lf.differs}"
+    )
+
+
 def chip_check(insn: Insn, model: CpuModel) -> str | None:
     """Why `insn` cannot execute on `model`, or None when it can.
 
@@ -397,7 +530,10 @@ def chip_check(insn: Insn, model: CpuModel) -> str | None:
     registers, VSIB index, VEX.L / EVEX.L'L) must fit ``model.max_vector_bits``
     (an AVX10/256 model has AVX512F/VL/... in its isa but no zmm); and the
     register state it uses must be enabled in the model's XCR0.  Hint NOPs
-    (`HINT_NOP_CODES`: ENDBR64 and friends) pass on every model.
+    (`HINT_NOP_CODES`: ENDBR64 and friends) pass on every model.  A legacy
+    form (`LEGACY_FORMS`) on a model without its feature is judged as what
+    the model executes: legal when the result is the same (TZCNT as BSF),
+    else a violation that says what it executes as (LZCNT as BSR).
 
     Opmask instructions on an AVX10/256 model: "The Converged Vector ISA:
     Intel AVX10" technical paper, order no. 356368, revision 2.0 (December
@@ -414,6 +550,9 @@ def chip_check(insn: Insn, model: CpuModel) -> str | None:
         return "undecodable instruction"
     if insn.hint_nop:
         return None
+    lf = legacy_form(insn, model)
+    if lf is not None:
+        return None if lf.same_result else legacy_violation(lf, model.name)
     missing = [f for f in insn.features if not _feature_present(f, model.isa)]
     if missing:
         return f"{'+'.join(missing)} not in model {model.name}"

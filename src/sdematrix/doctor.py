@@ -7,6 +7,10 @@ disagree.  For ptrace both CPUID modes are tried: ``fault`` (kernel CPUID
 faulting; Intel hosts, where ld.so itself sees the model) and ``bp``
 (breakpoints on every CPUID/XGETBV site; everywhere ptrace works).
 
+Per model run natively (ptrace), the features its CPUID advertises that this
+host's CPUID lacks (:mod:`sdematrix.host_isa`): the model runs, but a program
+that uses one dies of SIGILL, which is reported as an error of the cell.
+
 A reason is either a *host limit* (not x86-64 Linux, ptrace forbidden by the
 kernel or a seccomp policy, no CPUID faulting, a CPU lacking the model's ISA):
 something this host really cannot do; or anything else, which means the tool
@@ -22,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .backends.registry import BACKEND_NAMES, BackendSelector, create_backend
+from .host_isa import host_lacks
 from .models import Matrix
 
 __all__ = ["BackendReport", "Diagnosis", "diagnose", "is_host_limit", "render"]
@@ -123,9 +128,13 @@ def diagnose(matrix: Matrix, *, sde_path: str | None = None) -> Diagnosis:
     models: dict[str, dict[str, Any]] = {}
     for name, model in matrix.models.items():
         ch = selector.choose(model)
+        backend = ch.backend.name if ch.backend else None
         models[name] = {
-            "backend": ch.backend.name if ch.backend else None,
+            "backend": backend,
             "reason": ch.skip_reason,
+            # what the model's CPUID advertises and this host cannot execute:
+            # only the native backend (ptrace) runs the program on the host
+            "host_lacks": host_lacks(model) if backend == "ptrace" else [],
         }
     return Diagnosis(_host(), backends, in_use, modes, models)
 
@@ -153,4 +162,12 @@ def render(d: Diagnosis) -> str:
     lines.append(f"models runnable here: {d.runnable} of {total} (auto: {ran})")
     for why, names in missing.items():
         lines.append(f"  cannot run {', '.join(names)}: {why}")
+    gaps = {n: m["host_lacks"] for n, m in d.models.items() if m.get("host_lacks")}
+    if gaps:
+        lines.append(
+            f"models whose CPUID advertises what this host cannot execute: {len(gaps)} of "
+            f"{total} (a program that runs one dies of SIGILL: the model's cell is an error)"
+        )
+        for name, lacks in gaps.items():
+            lines.append(f"  {name}: host cannot execute {', '.join(lacks)}")
     return "\n".join(lines) + "\n"

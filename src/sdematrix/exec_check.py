@@ -19,6 +19,10 @@ bookkeeping, for a run that records each instruction once:
 * the mix is accumulated per (image, function, form) and handed to the Mix
   once per key, in first-execution order (the same counts, fewer calls).
 
+Legacy forms (TZCNT as BSF on a model without BMI1) are accounted as the
+instruction the model executes and counted in ``Mix.legacy_forms``, as
+:func:`sdematrix.mix_build.mix_from_executed` does.
+
 Violations keep the execution order of the records (the first listed is the
 first executed), at most :data:`sdematrix.mix_build.MAX_VIOLATIONS`.
 """
@@ -30,7 +34,7 @@ from collections.abc import Callable, Sequence
 import iced_x86 as iced
 
 from .backends.base import Violation
-from .decode import Insn, chip_check, decode
+from .decode import Insn, as_executed, chip_check, decode, legacy_form
 from .mix import Mix
 from .mix_build import MAX_VIOLATIONS
 from .models import CpuModel
@@ -93,7 +97,10 @@ def whole_checked_mix(
     set (``...; ISA set AVX2``), as ``sdematrix exec`` reports it."""
     lengths = _lengths(items)
     locs = _locations(items, locate_in)
-    judged: dict[bytes, tuple[Insn, str | None]] = {}
+    # bytes -> (insn as decoded, as the model executes it, chip-check reason,
+    # legacy-form label or None)
+    judged: dict[bytes, tuple[Insn, Insn, str | None, str | None]] = {}
+    legacy: dict[str, int] = {}
     acc: dict[tuple[str, str, str, str, str, str, str], int] = {}
     ranges: dict[tuple[str, str], tuple[int | None, int | None]] = {}
     violations: list[Violation] = []
@@ -102,12 +109,17 @@ def whole_checked_mix(
         got = judged.get(key)
         if got is None:
             insn = decode(key)
-            got = (insn, chip_check(insn, model) if model is not None else None)
+            lf = legacy_form(insn, model) if model is not None and insn.legacy else None
+            got = (insn, as_executed(insn, model) if lf else insn,
+                   chip_check(insn, model) if model is not None else None,
+                   lf.label if lf else None)  # fmt: skip
             judged[key] = got
-        insn, why = got
+        insn, ran, why, label = got
+        if label is not None:
+            legacy[label] = legacy.get(label, 0) + n
         loc = locs[(s, a)]
-        k = (loc.image, loc.function, insn.mnemonic, insn.encoding, insn.width, insn.isa_set,
-             insn.isa_ext)  # fmt: skip
+        k = (loc.image, loc.function, ran.mnemonic, ran.encoding, ran.width, ran.isa_set,
+             ran.isa_ext)  # fmt: skip
         acc[k] = acc.get(k, 0) + n
         ranges.setdefault((loc.function, loc.image), (loc.lo, loc.hi))
         if why is not None and len(violations) < limit:
@@ -122,4 +134,5 @@ def whole_checked_mix(
                             width=width, count=n, isa_set=isa_set, isa_ext=isa_ext)  # fmt: skip
     for fm in mix.functions:
         fm.lo, fm.hi = ranges.get((fm.name, fm.image), (None, None))
+    mix.legacy_forms.update(legacy)
     return mix, violations

@@ -73,10 +73,17 @@ def judge_exec(
     return out
 
 
+def _host_lacks_line(r: ExecResult | None) -> str:
+    lacks = r.meta.get("host_lacks") if r is not None else None
+    if not lacks:
+        return ""
+    return f"\n    host cannot execute (model advertises it): {', '.join(lacks)}"
+
+
 def summary_line(o: ExecOutcome) -> str:
     r = o.result
     if r is None or r.error:
-        return f"{o.model:<8} {o.status.upper():<5} {o.message}"
+        return f"{o.model:<8} {o.status.upper():<5} {o.message}" + _host_lacks_line(r)
     distinct = r.meta.get("distinct_instructions", 0)
     chip = "chip check clean" if not r.violations else f"chip check: {len(r.violations)} violations"
     line = (f"{o.model:<8} {o.status.upper():<5} exit {r.exit_code}  {chip} "
@@ -84,6 +91,10 @@ def summary_line(o: ExecOutcome) -> str:
             f"{r.duration_s:.1f} s)  region {r.region}")  # fmt: skip
     if "expectations_applied" in r.meta:
         line += f"  {r.meta['expectations_applied']} of {r.meta['expectations_total']} expectations applied"
+    line += _host_lacks_line(r)
+    if r.mix is not None and r.mix.legacy_forms:
+        kinds = ", ".join(f"{k} {n}" for k, n in r.mix.legacy_forms.most_common())
+        line += f"\n    legacy_forms {r.mix.legacy_total}: {kinds}"
     if o.status != "pass":
         line += "\n" + "\n".join(f"    - {x}" for x in o.reasons[:20])
     return line
@@ -121,6 +132,9 @@ def junit_string(outcomes: list[ExecOutcome], argv: list[str]) -> str:
                     v = " ".join(str(x) for x in v)
                 ET.SubElement(props, "property", {"name": f"coverage.{k}", "value": str(v)})
             ET.SubElement(props, "property", {"name": "exit_code", "value": str(o.result.exit_code)})
+            mix = o.result.mix
+            ET.SubElement(props, "property", {"name": "legacy_forms",
+                          "value": str(mix.legacy_total if mix else 0)})  # fmt: skip
             case_el.insert(0, props)
         for k in totals:
             totals[k] += int(el.get(k, "0"))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -48,9 +49,10 @@ from .backends.ptrace import TracerOutput, parse_tracer_output, tracer_path
 from .backends.ptrace_profile import Site, image_sites, program_images, write_profile
 from .errors import SdeMatrixError
 from .exec_check import whole_checked_mix
+from .host_isa import host_lacks, sigill_reason
 from .insn_bounds import bounds_file, fde_ranges
 from .mix import Mix
-from .mix_build import Executed, mix_from_executed
+from .mix_build import Executed, mix_from_executed, zero_source_violations
 from .models import CpuModel
 from .symbols import Location, Symbolizer, load_image
 
@@ -312,12 +314,21 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
     whole, res.violations = whole_checked_mix(
         "ptrace", recorded, locate_in, model, isa_in_reason=True
     )
+    codes = {(s, a): c for s, a, c, _n in recorded}
+    res.violations += zero_source_violations(
+        traced.tzcnt_zero, lambda s, a: codes.get((s, a)), locate_in, model
+    )
     stepping = [r for r in plan.regions if r.kind != "whole"]
     if stepping:
         res.mix = mix_from_executed(
-            "ptrace", (Executed(a, c, n, locate_in(s)) for s, a, n, c in traced.insns)
+            "ptrace",
+            (Executed(a, c, n, locate_in(s)) for s, a, n, c in traced.insns),
+            model=model,
         )
         res.region = ",".join(str(r) for r in stepping)
+        # legacy forms (TZCNT run as BSF) anywhere in the process, not only
+        # in the regions: the whole-run check passed them, the reader sees it
+        res.mix.legacy_forms = whole.legacy_forms.copy()
     else:
         res.mix = whole
         res.region = "whole"
@@ -344,7 +355,18 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
         "region": res.region,
         "duration_s": round(res.duration_s, 3),
     }
+    lacks = host_lacks(model)
+    if lacks:
+        res.meta["host_lacks"] = lacks
     res.mix.meta.update(res.meta)
+    if traced.exit_kind == "signal" and traced.exit_value == signal.SIGILL and traced.sigill:
+        # a SIGILL on an instruction the model advertises but this host lacks
+        # is the host's limit, not the program's: the model's cell is an error
+        space, addr, code = traced.sigill
+        loc = locate_in(space)(addr)
+        why = sigill_reason(model, code, f"{loc.function} in {loc.image} at {addr:#x}")
+        if why is not None:
+            res.error = why
     return res
 
 

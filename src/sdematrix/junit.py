@@ -129,6 +129,9 @@ def mix_summary(mix: Mix | None) -> dict[str, Any] | None:
         "by_encoding": dict(o.encoding.most_common()),
         "top_isa_sets": dict(o.isa_set.most_common(8)),
         "source": mix.source,
+        # encodings the model ran as an older instruction (TZCNT as BSF)
+        "legacy_forms": mix.legacy_total,
+        "legacy_forms_by_kind": dict(mix.legacy_forms.most_common()),
     }
 
 
@@ -145,6 +148,7 @@ def mix_summary_text(mix: Mix | None) -> str:
         f"  by width:    {fmt(s['by_width'])}\n"
         f"  by encoding: {fmt(s['by_encoding'])}\n"
         f"  top ISA sets: {fmt(s['top_isa_sets'])}\n"
+        f"  legacy forms: {s['legacy_forms']} ({fmt(s['legacy_forms_by_kind'])})\n"
     )
 
 
@@ -166,8 +170,15 @@ def _case_properties(rec: CellRecord) -> dict[str, str]:
         "backend_version": o.backend_version or "",
         "path": o.path or "",
         "expected_path": o.expected_path or "",
+        "legacy_forms": str(_legacy_total(rec)),
         **_coverage_properties(rec),
     }
+
+
+def _legacy_total(rec: CellRecord) -> int:
+    """Executions the model ran as an older instruction (TZCNT as BSF)."""
+    mix = rec.result.mix if rec.result else None
+    return mix.legacy_total if mix is not None else 0
 
 
 # Mix metadata that says how much the verdict saw (ptrace: the tracer's

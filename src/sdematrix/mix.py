@@ -11,7 +11,11 @@ tracer's decoded instructions, the QEMU plugin's counts):
   them, e.g. ``AVX512_VAES_512``, ``AES``, ``AVX2``), best effort for the
   non-SDE backends.
 * per image and per function breakdowns, so that a signature can be scoped to
-  the library's own code and a failure can name the function that offended.
+  the library's own code and a failure can name the function that offended;
+* ``legacy_forms``: executions of encodings the model ran as an older
+  instruction (``"TZCNT as BSF": n`` on a model without BMI1, see
+  :data:`sdematrix.decode.LEGACY_FORMS`); those are counted in the other
+  tables under the instruction the model executed (BSF).
 """
 
 from __future__ import annotations
@@ -140,6 +144,8 @@ class Mix:
     functions: list[FunctionMix] = field(default_factory=list)
     threads: list[MixCounts] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    # "TZCNT as BSF" -> executions (see the module doc)
+    legacy_forms: Counter[str] = field(default_factory=Counter)
     # (function, image) -> its entry in `functions`, for add_instruction
     _findex: dict[tuple[str, str], FunctionMix] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -175,6 +181,11 @@ class Mix:
             self._findex[(name, image)] = fm
         return fm
 
+    @property
+    def legacy_total(self) -> int:
+        """Executions of legacy forms (the per-cell ``legacy_forms`` figure)."""
+        return sum(self.legacy_forms.values())
+
     def scoped(self, scope: str) -> MixCounts:
         """Counts for a scope: ``all``, or images whose path contains `scope`
         (fnmatch pattern against the image's base name)."""
@@ -197,6 +208,7 @@ class Mix:
                 f.to_json() for f in sorted(self.functions, key=lambda f: -f.counts.total)
             ],
             "threads": [t.to_json() for t in self.threads],
+            "legacy_forms": dict(self.legacy_forms.most_common()),
         }
 
     @classmethod
@@ -215,6 +227,7 @@ class Mix:
                 )
             )
         mix.threads = [MixCounts.from_json(t) for t in d.get("threads", [])]
+        mix.legacy_forms.update({k: int(v) for k, v in d.get("legacy_forms", {}).items()})
         return mix
 
     def save(self, path: Path) -> None:

@@ -32,6 +32,7 @@ import errno
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..mix import Mix
-from ..mix_build import Executed, checked_mix
+from ..mix_build import Executed, checked_mix, zero_source_violations
 from ..models import Cell, CpuModel
 from ..symbols import Symbolizer
 from .base import ProbeCommand, RunResult, Violation
@@ -233,6 +234,10 @@ class TracerOutput:
     exit_kind: str | None = None  # "code" | "signal"
     exit_value: int | None = None
     complete: bool = False
+    # TZCNTs the tracer saw run with a zero source: (space, address, executions)
+    tzcnt_zero: list[tuple[int, int, int]] = field(default_factory=list)
+    # the last SIGILL delivered to the program: (space, address, bytes)
+    sigill: tuple[int, int, bytes] | None = None
 
     @property
     def exit_code(self) -> int | None:
@@ -274,6 +279,11 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 out.whole[key[len("whole_") :]] = int(parts[1])
             elif key == "whole_nobounds":
                 out.nobounds.append(lines[i - 1].split(" ", 1)[1])
+            elif key == "tzcnt_zero":
+                out.tzcnt_zero.append((int(parts[1]), int(parts[2], 16), int(parts[3])))
+            elif key == "sigill":
+                code = bytes.fromhex(parts[3]) if len(parts) > 3 else b""
+                out.sigill = (int(parts[1]), int(parts[2], 16), code)
             elif key == "cpuid_mode":
                 out.cpuid_mode = parts[1]
             elif key in (
@@ -323,6 +333,19 @@ def _probe_report(stdout: str) -> tuple[dict[str, Any] | None, str | None]:
         return None, str(e)
 
 
+def _host_sigill(traced: TracerOutput, model: CpuModel) -> str | None:
+    """The error reason of a run that died of SIGILL on an instruction the
+    model advertises but this host cannot execute (sdematrix.host_isa), else
+    None (a SIGILL of the program's own making stays the program's)."""
+    if traced.exit_kind != "signal" or traced.exit_value != signal.SIGILL or not traced.sigill:
+        return None
+    from ..host_isa import sigill_reason
+
+    space, addr, code = traced.sigill
+    loc = Symbolizer(traced.maps.get(space, "")).locate(addr)
+    return sigill_reason(model, code, f"{loc.function} in {loc.image} at {addr:#x}")
+
+
 def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[Violation]]:
     """Decode the recorded instructions into a Mix; chip-check each against
     `model` (one Violation per offending address; the check QEMU shares)."""
@@ -333,6 +356,11 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
         for space, addr, count, code in traced.insns
     )
     mix, violations = checked_mix("ptrace", executed, model)
+    codes = {(space, addr): code for space, addr, _n, code in traced.insns}
+    violations += zero_source_violations(
+        traced.tzcnt_zero, lambda s, a: codes.get((s, a)),
+        lambda s: symbolizers.get(s, empty).locate, model,
+    )  # fmt: skip
     mix.meta.update(
         {
             "cpuid_mode": traced.cpuid_mode,
@@ -577,7 +605,11 @@ class PtraceBackend:
         result.mix = mix
         result.violations = violations
         result.probe, why = _probe_report(proc.stdout)
-        if traced.truncated:
+        host_gap = _host_sigill(traced, model)
+        if host_gap is not None:
+            result.probe = None
+            result.reason = host_gap
+        elif traced.truncated:
             result.reason = f"marked region exceeded {self.max_steps} single steps"
         elif result.probe is None:
             how = (

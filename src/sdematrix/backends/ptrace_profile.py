@@ -15,8 +15,8 @@ instruction: a block is a run of instructions inside one function symbol's
 extent (decoded linearly from the symbol, so only code the compiler laid out
 as a function) in which only the last instruction E can transfer control, trap
 or need the tracer (branch/call/ret/syscall/int/ud2/iret/popf/xbegin, CPUID,
-XGETBV, an SSC mark, a rep-prefixed or string instruction, or the function's
-last instruction).  Execution entering a block at any of its instructions
+XGETBV, an SSC mark, a rep-prefixed or string instruction, TZCNT, or the
+function's last instruction).  Execution entering a block at any of its instructions
 therefore runs straight to E; the tracer puts a temporary int3 on E, counts
 the instructions before it, and single-steps E itself.  Direct branch targets
 need not split blocks: the tracer enters a block at any instruction start.
@@ -45,13 +45,15 @@ from ..models import CpuModel
 T = TypeVar("T")
 
 SITES_VERSION = 1
-BLOCKS_VERSION = 1
+BLOCKS_VERSION = 2
 # a block shorter than this is not worth a breakpoint (the tracer needs at
 # least two instructions before E to gain on single-stepping)
 MIN_BLOCK_INSNS = 3
 # mnemonics that end a block although iced calls their flow "next": the
 # tracer must see them one at a time (emulated, TF-changing, or rep-counted)
-_BLOCK_ENDER_NAMES = ("CPUID", "XGETBV", "POPF", "POPFQ", "POPFD", "HLT")
+# (TZCNT: the tracer reads its source before it runs, to catch a zero source
+# on a model that executes it as BSF, see tracer.c tzcnt_note)
+_BLOCK_ENDER_NAMES = ("CPUID", "XGETBV", "POPF", "POPFQ", "POPFD", "HLT", "TZCNT")
 _BLOCK_ENDER_NAMES += ("XEND", "XABORT", "XBEGIN", "WRFSBASE", "WRGSBASE")
 _BLOCK_ENDERS = frozenset(
     getattr(iced.Mnemonic, name) for name in _BLOCK_ENDER_NAMES if hasattr(iced.Mnemonic, name)

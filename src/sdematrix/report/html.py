@@ -585,6 +585,10 @@ def _workload(c: CellResult) -> str:
         )
     parts.append(_violations(c))
     mix = c.mix
+    if mix is not None and mix.legacy_forms:
+        # encodings the model ran as an older instruction (TZCNT as BSF)
+        kinds = ", ".join(f"{_e(k)} {n}" for k, n in mix.legacy_forms.most_common())
+        parts.append(f'<p class="legacy">legacy_forms {mix.legacy_total}: {kinds}</p>')
     if mix is not None:
         o = mix.overall
         parts.append(

@@ -426,7 +426,7 @@ size_t whole_fix_bytes(int space, uint64_t addr, uint8_t *buf, size_t n)
     return file_bytes(&wspaces[space], addr, buf, n);
 }
 
-int whole_trap(int space, pid_t pid, uint64_t addr)
+int whole_trap(int space, pid_t pid, uint64_t addr, bool stepping)
 {
     if (!whole_enabled || (size_t)space >= nwspaces)
         return 0;
@@ -457,6 +457,8 @@ int whole_trap(int space, pid_t pid, uint64_t addr)
         im->seen[i / 8] |= (uint8_t)(1u << (i % 8));
         record(space, addr, orig, n);
     }
+    if (!stepping) /* a stepping thread's step looks at it (tracer.c resume) */
+        tzcnt_note(pid, space, addr, orig, n); /* first visit: its source now */
     return 1;
 }
 
@@ -859,8 +861,10 @@ int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record)
         n = pread(fd, code, to_page < sizeof code ? to_page : sizeof code, (off_t)rip);
     }
     n_jit_steps++;
-    if (n > 0)
+    if (n > 0) {
         whole_note(space, rip, code, (size_t)n);
+        tzcnt_note(tid, space, rip, code, (size_t)n);
+    }
     if (n >= 2 && code[0] == 0x0f && code[1] == 0xa2)
         return 2;
     if (n >= 3 && code[0] == 0x0f && code[1] == 0x01 && code[2] == 0xd0)

@@ -25,8 +25,9 @@ void whole_new_space(int space, pid_t tgid, int copy_from);
 /* plant first-visit int3s in every executable image mapping of the process */
 void whole_arm(int space, pid_t pid);
 /* an int3 stop with the int3 at addr: 1 when it was ours (the original
- * byte is back and the instruction recorded: the caller rewinds RIP) */
-int whole_trap(int space, pid_t pid, uint64_t addr);
+ * byte is back and the instruction recorded: the caller rewinds RIP);
+ * `stepping`: the thread steps a region (its step looks at a TZCNT) */
+int whole_trap(int space, pid_t pid, uint64_t addr, bool stepping);
 /* replace buf with the image file's bytes at addr; returns the count, 0 when
  * addr is not in an image mapping with boundary data */
 size_t whole_fix_bytes(int space, uint64_t addr, uint8_t *buf, size_t n);
@@ -47,6 +48,9 @@ bool whole_jit_active(pid_t tid);
  * then visit again); `record`: record the instruction (false when the
  * thread steps a region, which records it itself) */
 int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record);
+/* (tracer.c) the instruction at rip of thread tid is about to run: when it
+ * is TZCNT (F3 0F BC) with a zero source operand, count it (tzcnt_zero) */
+void tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *bytes, size_t n);
 /* the whole-mode lines of the output file */
 void whole_write(FILE *f);
 
