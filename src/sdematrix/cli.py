@@ -529,6 +529,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from . import explain as ex
 
     matrix = _load(args.matrix)
+    if args.features:
+        from .isa_names import features_text
+        from .matrix_file import select_cpus
+
+        for cpu in select_cpus(matrix, args.cpu):
+            sys.stdout.write(features_text(matrix.models[cpu]))
+        return EXIT_OK
     _emit(ex.explain(matrix, ex.resolve_cpu(matrix, args.cpu)))
     return EXIT_OK
 
@@ -639,6 +646,9 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("explain", help="explain the expected paths of one CPU model")
     e.add_argument("cpu")
     e.add_argument("--matrix", help=matrix_help)
+    e.add_argument("--features", action="store_true",
+                   help="list the model's feature and ISA-set names (for --expect files); "
+                   "CPU may be a comma-separated list")  # fmt: skip
     e.set_defaults(func=cmd_explain)
 
     dc = sub.add_parser("doctor", help="which backends work on this host, and why not")

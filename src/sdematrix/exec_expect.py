@@ -14,6 +14,14 @@ The file (YAML, schema ``schema/exec_expect.schema.json``, errors one line
 Selectors are the signatures' (:class:`sdematrix.mix.Selector`); counts come
 from the region mix, limited to the functions whose image and name match the
 scope globs.  A model an entry does not apply to is not judged by it.
+
+The file fails closed: every feature (``has``/``lacks``), model name or glob
+and selector value (``isa_set``, ``isa_ext``, ``mnemonic``, ``encoding``,
+``width``) must name something that exists (:mod:`sdematrix.isa_names`),
+else ``FILE:LINE: ...`` with a suggestion, exit 2; ``category`` (only SDE's
+mixes have categories) is refused.  ``has``/``lacks`` judge the features the
+model's XCR0 lets software use (:func:`sdematrix.isa_names.effective_features`).
+A ``require`` whose scope matched no function of the mix fails saying so.
 """
 
 from __future__ import annotations
@@ -28,13 +36,16 @@ from typing import Any
 
 import jsonschema
 
+from . import isa_names
 from .errors import MatrixFileError
 from .inputs import load_yaml
 from .matrix_file import _find, _leaf_errors, _line, _locate_schema_error
 from .mix import Mix, MixCounts, Selector, format_form
-from .models import CpuModel
+from .models import CpuModel, Matrix
 
-__all__ = ["Expectation", "judge_expectations", "load_expectations"]
+__all__ = ["Expectation", "applied", "judge_expectations", "load_expectations"]
+
+_GLOB = frozenset("*?[")
 
 
 @dataclass(frozen=True)
@@ -51,7 +62,8 @@ class Expectation:
     def applies_to(self, model: CpuModel) -> bool:
         if self.models and not any(fnmatch.fnmatchcase(model.name, p) for p in self.models):
             return False
-        return all(f in model.isa for f in self.has) and not any(f in model.isa for f in self.lacks)
+        usable = isa_names.effective_features(model)
+        return all(f in usable for f in self.has) and not any(f in usable for f in self.lacks)
 
     def scope_text(self) -> str:
         parts = [f"image {self.image}"] if self.image else []
@@ -66,8 +78,58 @@ def _schema() -> dict[str, Any]:
     return loaded
 
 
-def load_expectations(path: str | Path) -> list[Expectation]:
-    """Parse and schema-check an expectations file (MatrixFileError, exit 2)."""
+def _check_name(value: str, vocab: frozenset[str], what: str, aliases: dict[str, str] | None = None,
+                *, glob: bool = True) -> str | None:  # fmt: skip
+    """Why `value` names nothing in `vocab` (None: it does).  A glob must
+    match at least one name."""
+    if glob and _GLOB & set(value):
+        if any(fnmatch.fnmatchcase(v, value) for v in vocab):
+            return None
+        return f"{what} pattern {value!r} matches no {what}" + isa_names.suggest(value, vocab, aliases)
+    if value in vocab:
+        return None
+    return f"unknown {what} {value!r}" + isa_names.suggest(value, vocab, aliases)
+
+
+def _name_errors(e: dict[str, Any], matrix: Matrix | None) -> list[tuple[list[str | int], str]]:
+    """(path in the entry, message) for every name in the entry that names nothing."""
+    out: list[tuple[list[str | int], str]] = []
+    feats = isa_names.feature_names()
+    for key in ("has", "lacks"):
+        for j, f in enumerate(e.get(key, ())):
+            why = _check_name(f, feats, "feature", glob=False)
+            if why:
+                out.append(([key, j], (f"{key}: {why} (iced-x86 CpuidFeature names, "
+                                      "as `sdematrix explain MODEL --features` lists them)")))
+    if matrix is not None:
+        names = frozenset(matrix.models)
+        aliases = {m.title.lower(): n for n, m in matrix.models.items()}
+        for j, m in enumerate(e.get("models", ())):
+            why = _check_name(m, names, "model", aliases)
+            if why:
+                out.append((["models", j], f"models: {why}"))
+    vocab = {"isa_set": isa_names.isa_sets(), "isa_ext": isa_names.isa_exts(),
+             "mnemonic": isa_names.mnemonics(), "encoding": frozenset(isa_names.ENCODINGS),
+             "width": frozenset(isa_names.WIDTHS)}  # fmt: skip
+    for kind in ("require", "forbid"):
+        for j, sel in enumerate(e.get(kind, ())):
+            for field, value in sel.items():
+                path: list[str | int] = [kind, j, field]
+                if field == "category":
+                    out.append((path, (f"{kind}: category selectors match only SDE mixes; "
+                                      "exec's mixes have isa_set / isa_ext, not categories")))
+                    continue
+                text = str(value).upper() if field == "mnemonic" else str(value)
+                why = _check_name(text, vocab[field], field.replace("_", " "))
+                if why:
+                    out.append((path, f"{kind}: {why}"))
+    return out
+
+
+def load_expectations(path: str | Path, matrix: Matrix | None = None) -> list[Expectation]:
+    """Parse and check an expectations file (MatrixFileError, exit 2): the
+    schema, then every name (features, models when `matrix` is given, selector
+    values) against what exists."""
     source = Path(path)
     root, data = load_yaml(source, what="the expectations file", error=MatrixFileError)
     errors = []
@@ -83,6 +145,9 @@ def load_expectations(path: str | Path) -> list[Expectation]:
         if not e.get("require") and not e.get("forbid"):
             line = _line(_find(root, ["expectations", i]))
             raise MatrixFileError(f"{source}:{line}: expectations[{i}]: needs require or forbid")
+        for where, msg in _name_errors(e, matrix):
+            line = _line(_find(root, ["expectations", i, *where]))
+            raise MatrixFileError(f"{source}:{line}: expectations[{i}].{msg}")
         scope = e.get("scope", {})
         out.append(
             Expectation(
@@ -130,20 +195,38 @@ def _offenders(mix: Mix, sel: Selector, exp: Expectation, limit: int = 3) -> str
     return "; ".join(r[1] for r in rows[:limit])
 
 
+def applied(model: CpuModel, exps: list[Expectation]) -> list[Expectation]:
+    """The expectations that judge `model`'s run."""
+    return [e for e in exps if e.applies_to(model)]
+
+
+def _scope_matched(mix: Mix, exp: Expectation) -> bool:
+    if exp.image is None and exp.function is None:
+        return True
+    return any(_match(exp.image, fm.image) and _match(exp.function, fm.name) for fm in mix.functions)
+
+
 def judge_expectations(mix: Mix | None, model: CpuModel, exps: list[Expectation]) -> list[str]:
     """One reason per broken rule (empty: every applicable rule holds)."""
     reasons: list[str] = []
-    for exp in exps:
-        if not exp.applies_to(model):
-            continue
+    for exp in applied(model, exps):
         if mix is None:
             reasons.append(f"{exp.name}: no mix to judge")
             continue
         counts = scoped_counts(mix, exp.image, exp.function)
         where = exp.scope_text()
+        if exp.require and not _scope_matched(mix, exp):
+            reasons.append(
+                f"{exp.name}: required {', '.join(s.describe() for s in exp.require)}{where}, "
+                f"but the scope matched nothing: no function of the {mix.meta.get('region', 'run')}"
+                " mix is in it"
+            )
+            continue
         for sel in exp.require:
             if sel.count(counts) == 0:
-                reasons.append(f"{exp.name}: required but not executed{where}: {sel.describe()}")
+                reasons.append(f"{exp.name}: required but not executed{where}: {sel.describe()}"
+                               f" (the selector matched none of the scope's {counts.total}"
+                               " instructions)")  # fmt: skip
         for sel in exp.forbid:
             n = sel.count(counts)
             if n:

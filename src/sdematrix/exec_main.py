@@ -73,7 +73,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
     matrix = load_exec_matrix(args)
     cpus = select_cpus(matrix, args.cpu)
     regions = [parse_region(r) for r in args.region or []]
-    exps = load_expectations(args.expect) if args.expect else []
+    exps = load_expectations(args.expect, matrix) if args.expect else []
     if args.backend == "sde":
         return _exec_sde(args, matrix, cpus, prog, regions)
     if args.print_command:

@@ -113,6 +113,9 @@ def judge_exec(
         broke = judge_expectations(res.mix, model, [e])
         out.checks.append(Check(e.name, "fail" if broke else "pass", broke))
         reasons += broke
+    if exps:  # how many of the file's rules judged this model (verdict line, results, JUnit)
+        res.meta["expectations_applied"] = len(applicable)
+        res.meta["expectations_total"] = len(exps)
     if reasons:
         out.status, out.reasons = "fail", reasons
     return out
@@ -135,6 +138,8 @@ def summary_line(o: ExecOutcome) -> str:
     line = (f"{o.model:<8} {o.status.upper():<5} exit {r.exit_code}  {chip} "
             f"({distinct} distinct instructions, {r.meta.get('traps', 0)} traps, "
             f"{r.duration_s:.1f} s)  region {r.region}")  # fmt: skip
+    if "expectations_applied" in r.meta:
+        line += f"  {r.meta['expectations_applied']} of {r.meta['expectations_total']} expectations applied"
     line += _host_lacks_line(r)
     if r.mix is not None and r.mix.legacy_forms:
         kinds = ", ".join(f"{k} {n}" for k, n in r.mix.legacy_forms.most_common())
