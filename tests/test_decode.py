@@ -142,6 +142,26 @@ def test_chip_check_xcr0_state() -> None:
     sse_only = replace(full, xcr0=0x3)
     why = chip_check(vex_ymm, sse_only)
     assert why is not None and "AVX state" in why
+    # xmm-width VEX and VZEROUPPER need XCR0[2:1] = 11b as well (SDM vol. 2, 2.8)
+    vex_xmm = decode(bytes.fromhex("c5f1fec2"))  # vpaddd xmm0, xmm1, xmm2
+    assert vex_xmm.mnemonic == "VPADDD" and vex_xmm.width == "xmm"
+    why = chip_check(vex_xmm, sse_only)
+    assert why is not None and "XCR0[2:1]" in why
+    assert chip_check(vex_xmm, ymm_only) is None
+    vzu = decode(bytes.fromhex("c5f877"))
+    assert vzu.mnemonic == "VZEROUPPER"
+    assert chip_check(vzu, sse_only) is not None and chip_check(vzu, ymm_only) is None
+    # VEX general-purpose forms (BMI1 ANDN, BMI2 SHLX) need no vector state
+    bmi = _model(isa | {"BMI1", "BMI2"}, 512)
+    for hexbytes in ("c4e278f2c1", "c4e271f7c2"):  # andn eax,eax,ecx ; shlx eax,edx,ecx
+        ins = decode(bytes.fromhex(hexbytes))
+        assert ins.mnemonic in ("ANDN", "SHLX")
+        assert chip_check(ins, replace(bmi, xcr0=0x3)) is None
+    # opmask instructions also need the opmask/ZMM state
+    kmov = decode(bytes.fromhex("c5f890c1"))  # kmovw k0, k1
+    assert kmov.mnemonic == "KMOVW"
+    why = chip_check(kmov, replace(_model(isa | {"AVX512F"}, 512), xcr0=0x7))
+    assert why is not None and "opmask" in why
 
 
 # --- hint NOPs ---------------------------------------------------------------

@@ -570,4 +570,31 @@ def chip_check(insn: Insn, model: CpuModel) -> str | None:
         )
     if insn.width in ("ymm", "zmm") and not model.xcr0 & 0x4:
         return f"{insn.width} operand but model {model.name}'s XCR0 {model.xcr0:#x} lacks AVX state"
+    # Any VEX-encoded vector or opmask instruction, xmm forms and VZEROUPPER
+    # included, raises #UD unless XCR0[2:1] = 11b (Intel SDM vol. 2, 2.8
+    # "Exception Classifications of VEX-Encoded Instructions": #UD "If
+    # XCR0[2:1] != 11b"; opmask instructions, exception type K20, also need
+    # XCR0[7:5] = 111b).  VEX-encoded general-purpose instructions (BMI1,
+    # BMI2: ANDN, BZHI, SHLX, ...) use no vector state and are exempt.
+    if insn.encoding == "vex" and not _vex_gpr_only(insn):
+        if model.xcr0 & 0x6 != 0x6:
+            return (
+                f"VEX instruction but model {model.name}'s XCR0 {model.xcr0:#x} lacks "
+                "SSE/AVX state (XCR0[2:1] != 11b)"
+            )
+        if any(f.startswith("AVX512") for f in insn.features) and model.xcr0 & 0xE0 != 0xE0:
+            return (
+                f"opmask instruction but model {model.name}'s XCR0 {model.xcr0:#x} lacks "
+                "opmask/ZMM state"
+            )
     return None
+
+
+# VEX-encoded instructions on general-purpose registers only.
+_VEX_GPR_FEATURES = frozenset({"BMI1", "BMI2"})
+
+
+def _vex_gpr_only(insn: Insn) -> bool:
+    """True for a VEX form that touches no vector or opmask state (BMI1/BMI2)."""
+    own = [f for f in insn.features if f not in BASELINE_FEATURES]
+    return bool(own) and all(f in _VEX_GPR_FEATURES for f in own) and insn.width == "none"
