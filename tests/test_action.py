@@ -106,6 +106,8 @@ def test_action_validates_the_example_project(tmp_path: Path) -> None:
     assert cases.count("spr_xcr0_sse: run and chip check") == 1
     assert "hsw: AVX2 path on models with AVX2" in cases
     assert "nhm: scalar path without AVX2" in cases and "snb: scalar path without AVX2" in cases
+    assert "spr_xcr0_sse: scalar path without AVX2" in cases  # XCR0-aware lacks:
+    assert "spr_xcr0_sse: AVX2 path on models with AVX2" not in cases
     assert len(cases) == 7 + 7  # 7 models, one expectation applies to each
     assert root.get("failures") == "0" and root.get("errors") == "0"
     html = (tmp_path / "sdematrix-report" / "report.html").read_text()
@@ -123,9 +125,10 @@ def test_action_catches_a_dispatcher_without_the_xcr0_check(tmp_path: Path) -> N
     assert "::error title=sdematrix::some model failed" in p.stdout
     root = ET.parse(tmp_path / "sdematrix-junit.xml").getroot()
     failed = [c.get("name") for c in root.iter("testcase") if c.find("failure") is not None]
-    # both the expectation and the chip check (AVX with XCR0 lacking YMM state)
+    # both the expectation (spr_xcr0_sse lacks usable AVX2: XCR0 has no YMM
+    # state) and the chip check (AVX with XCR0 lacking YMM state)
     assert failed == ["spr_xcr0_sse: run and chip check",
-                      "spr_xcr0_sse: no AVX when XCR0 lacks the YMM state (the XGETBV check)"]
+                      "spr_xcr0_sse: scalar path without AVX2"]
     chip = next(c for c in root.iter("testcase") if c.get("name") == failed[0])
     assert "chip check (spr_xcr0_sse)" in (chip.find("failure").text or "")
     summary = (tmp_path / "summary.md").read_text()

@@ -15,12 +15,12 @@ also OUT/results.json of ``exec --out``), so ``exec --report DIR`` and
 from __future__ import annotations
 
 import html
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-from .errors import OutputDirError
+from .errors import OutputDirError, SdeMatrixError
+from .inputs import load_json
 
 __all__ = ["is_exec_results", "load_exec_results", "render_html", "render_markdown",
            "step_summary"]  # fmt: skip
@@ -29,9 +29,11 @@ _SYMBOL = {"pass": "pass", "fail": "FAIL", "error": "ERROR", "skip": "skip"}
 
 
 def is_exec_results(results_dir: Path) -> bool:
+    """True for an ``exec --out`` directory.  Read through the bounded input
+    layer; a file it refuses is not exec's (the run reader then says why)."""
     try:
-        data = json.loads((results_dir / "results.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = load_json(results_dir / "results.json", what="the results file")
+    except SdeMatrixError:
         return False
     tool = data.get("tool") if isinstance(data, dict) else None
     return isinstance(tool, dict) and tool.get("name") == "sdematrix exec"
@@ -39,11 +41,7 @@ def is_exec_results(results_dir: Path) -> bool:
 
 def load_exec_results(results_dir: Path) -> dict[str, Any]:
     f = results_dir / "results.json"
-    try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        why = e.strerror if isinstance(e, OSError) else str(e)
-        raise OutputDirError(f"cannot read {f}: {why}") from None
+    data = load_json(f, what="the results file", error=OutputDirError)
     if not isinstance(data, dict) or not isinstance(data.get("models"), list):
         raise OutputDirError(f"{f} is not an sdematrix exec results file")
     return data

@@ -27,7 +27,7 @@ __all__ = ["load_matrix_cached"]
 
 _PKG = Path(__file__).resolve().parent
 # the modules and data the built Matrix depends on
-_BUILDERS = ("matrix_file.py", "models.py", "mix.py", "matrix_cache.py")
+_BUILDERS = ("matrix_file.py", "models.py", "mix.py", "matrix_cache.py", "inputs.py")
 
 
 @cache
@@ -58,10 +58,13 @@ def load_matrix_cached(path: str | Path) -> Matrix:
     and the code that builds it are unchanged."""
     from .matrix_file import load_matrix
 
+    from .errors import SdeMatrixError
+    from .inputs import MAX_YAML_BYTES, read_input
+
     source = Path(path)
-    try:
-        text = source.read_bytes()
-    except OSError:
+    try:  # the input layer's read: never blocks on a FIFO, bounded in size
+        text = read_input(source, what="the matrix file", limit=MAX_YAML_BYTES)
+    except SdeMatrixError:
         return load_matrix(source)  # the full load says what is wrong
     key = hashlib.sha256(_code_key() + str(source).encode() + b"\0" + text).hexdigest()
     entry = _cache_dir() / f"matrix-{key[:32]}.pickle"

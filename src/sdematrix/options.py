@@ -109,7 +109,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--report", {"metavar": "DIR", "default": None,
                         "help": "also write report.html and summary.md into DIR"},
            where=frozenset({"run", "exec", "docker"})),
-    Option("--keep-work", {"action": "store_true",
+    Option("--keep-work", {"action": "store_true", "default": False,
                            "help": "keep the backend's raw output (OUT/work/) for passing cells "
                            "too (default: only for cells that failed or errored)"},
            where=frozenset({"run"})),
