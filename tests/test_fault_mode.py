@@ -115,7 +115,9 @@ def test_timeout_scale_reads_the_environment(monkeypatch: pytest.MonkeyPatch) ->
     assert scaled(60) == 750
     for bad in ("0.5", "fast", "nan", "-3"):
         monkeypatch.setenv("SDEMATRIX_TIMEOUT_SCALE", bad)
-        with pytest.raises(pytest.UsageError, match=r"^SDEMATRIX_TIMEOUT_SCALE='.*': want a number >= 1$"):
+        with pytest.raises(
+            pytest.UsageError, match=r"^SDEMATRIX_TIMEOUT_SCALE='.*': want a number >= 1$"
+        ):
             timeout_scale()
 
 
@@ -140,7 +142,9 @@ def mutant_tracer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     mutated = _FAULT_BRANCH.sub(
         lambda m: m.group(1).replace(
             "emulate_cpuid(pid, &r);",
-            "emulate_cpuid(pid, &r);\n" + m.group(2) + "r.rip -= 2; /* MUTANT */ set_regs(pid, &r);",
+            "emulate_cpuid(pid, &r);\n"
+            + m.group(2)
+            + "r.rip -= 2; /* MUTANT */ set_regs(pid, &r);",
         ),
         text,
     )
@@ -165,7 +169,8 @@ def test_fault_handler_that_does_not_advance_rip_fails(
     mutant = dict(built, tracer=mutant_tracer)
     proc, t = trace(mutant, tmp_path, [str(built["dyn"])], intel_model(avx2=False),
                     tracer_args=("--cpuid-mode", "bp"))  # fmt: skip
-    assert proc.returncode == 0 and json.loads(proc.stdout.splitlines()[-1])["avx2"] == 0
+    assert proc.returncode == 0 and t.cpuid_mode == "bp"
+    assert json.loads(proc.stdout.splitlines()[-1])["avx2"] == 0
     with pytest.raises(subprocess.TimeoutExpired):
         profile = tmp_path / "profile.txt"  # written by the bp run above
         subprocess.run([str(mutant_tracer), "--profile", str(profile), "--out",
