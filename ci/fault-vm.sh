@@ -107,6 +107,9 @@ cp "$busybox" "$ir/bin/busybox"
 cp "$here/init" "$ir/init" && chmod 755 "$ir/init"
 cp "$kdir"/modules/*.ko "$ir/modules/"
 echo "$mods" >"$ir/modules.list"
+# the guest runs this host's python3 (pyenv, a venv...): its directory first
+py="$(python3 -c 'import sys; print(sys.executable)')"
+printf 'export PATH=%q\n' "$(dirname "$py"):$PATH" >"$ir/faultvm.env"
 (cd "$ir" && find . | "$busybox" cpio -o -H newc 2>/dev/null | gzip -1 >"$work/initrd.gz") \
     || die "cannot pack the initramfs"
 
@@ -119,7 +122,7 @@ timeout "$limit" "$qemu" -L "$qdir/share" -machine pc,accel=tcg -cpu max,vendor=
     -kernel "$kdir/vmlinuz" -initrd "$work/initrd.gz" \
     -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init faultvm.repo=$repo faultvm.scale=$scale" \
     -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
-    </dev/null 2>"$work/qemu.err" | tr -d '\r' | tee "$log"
+    </dev/null 2>"$work/qemu.err" | sed -u 's/\r$//' | tee "$log"
 qrc=${PIPESTATUS[0]}
 set -e
 [ "$qrc" -ne 124 ] || die "the guest did not finish within $limit s (SDEMATRIX_FAULTVM_LIMIT)"

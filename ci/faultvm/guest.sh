@@ -4,7 +4,7 @@
 #   1. the guest really has CPUID faulting (else every fault-mode test would
 #      skip and read as green): /proc/cpuinfo shows cpuid_fault and
 #      arch_prctl(ARCH_SET_CPUID) succeeds;
-#   2. the fault-mode tests (pytest -k fault over the tracer, ptrace backend,
+#   2. the fault-mode tests (pytest -k "fault and not bp" over the tracer, ptrace backend,
 #      doctor and fault-mode test files), timeouts scaled by
 #      $SDEMATRIX_TIMEOUT_SCALE; the only skips allowed are the AVX-512 ones
 #      (TCG has no AVX-512), each with its exact reason;
@@ -13,6 +13,9 @@
 # Exit 0 when all hold; otherwise non-zero after one "fault-vm: FAIL:" line.
 set -uo pipefail
 repo="${1:?usage: guest.sh REPO}"
+# the host's PATH, its python3's directory first (ci/fault-vm.sh wrote it)
+# shellcheck disable=SC1091
+. /tmp/faultvm.env
 cd "$repo" || { echo "fault-vm: FAIL: no $repo in the guest"; exit 1; }
 export PYTHONPATH="$repo/src"
 export PYTHONDONTWRITEBYTECODE=1
@@ -32,7 +35,7 @@ say "CPUID faulting: available (arch_prctl ARCH_SET_CPUID works)"
 
 # -- 2: the fault-mode tests ------------------------------------------------
 xml=/tmp/fault-tests.xml
-python3 -m pytest -q -p no:cacheprovider -o addopts= -rs --junitxml="$xml" -k fault \
+python3 -m pytest -q -x -p no:cacheprovider -o addopts= -rs --junitxml="$xml" -k "fault and not bp" \
     tests/test_fault_mode.py tests/test_tracer.py tests/test_backend_ptrace.py tests/test_doctor.py
 prc=$?
 # Every skip must be an AVX-512 one (this guest's CPU has none); anything
