@@ -15,6 +15,7 @@ from test_tracer import (  # noqa: F401  (fixture re-export)
     cpuid_mode,
     fault_mode_skip_reason,
     intel_model,
+    scaled,
 )
 
 from sdematrix.backends.base import Backend, ProbeCommand
@@ -116,7 +117,7 @@ def test_second_thread_avx512_is_a_violation(
     if not _host_has("avx512f"):
         pytest.skip("host CPU has no AVX-512F (the sample's thread executes vpxorq zmm)")
     probe = ProbeCommand((str(built["events"]), "--spawn-zmm"))
-    r = moded_backend.run(CELL, intel_model(), probe, tmp_path / "w", timeout=60)
+    r = moded_backend.run(CELL, intel_model(), probe, tmp_path / "w", timeout=scaled(60))
     assert r.status == "ok", r.reason
     assert [(v.mnemonic, v.function, v.bytes_hex) for v in r.violations] == [
         ("VPXORQ", "zmm_work", "62f1e548efdb")
@@ -138,7 +139,7 @@ def test_protocol_and_version(backend: PtraceBackend) -> None:
 
 def test_run_builds_mix(backend: PtraceBackend, built: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
     probe = ProbeCommand((str(built["dyn"]), "--iters", "64"))
-    r = backend.run(CELL, intel_model(avx2=False), probe, tmp_path / "w", timeout=30)
+    r = backend.run(CELL, intel_model(avx2=False), probe, tmp_path / "w", timeout=scaled(30))
     assert r.status == "ok", r.reason
     assert r.exit_code == 0 and r.probe is not None and r.probe["avx2"] == 0
     assert r.mix is not None and r.mix.source == "ptrace"
@@ -167,9 +168,9 @@ def test_blocks_can_be_turned_off(
     """The probe's blocks run natively by default; SDEMATRIX_PTRACE_BLOCKS=0
     single-steps every instruction; the mix is the same."""
     probe = ProbeCommand((str(built["dyn"]), "--iters", "64"))
-    fast = backend.run(CELL, intel_model(), probe, tmp_path / "a", timeout=30)
+    fast = backend.run(CELL, intel_model(), probe, tmp_path / "a", timeout=scaled(30))
     monkeypatch.setenv("SDEMATRIX_PTRACE_BLOCKS", "0")
-    slow = backend.run(CELL, intel_model(), probe, tmp_path / "b", timeout=30)
+    slow = backend.run(CELL, intel_model(), probe, tmp_path / "b", timeout=scaled(30))
     assert fast.status == slow.status == "ok", (fast.reason, slow.reason)
     assert fast.mix is not None and slow.mix is not None
     assert fast.mix.meta["blocks_entered"] >= 64 and slow.mix.meta["blocks_entered"] == 0
@@ -186,7 +187,7 @@ def test_zmm_is_a_violation_on_256_bit_model(
         pytest.skip("host has no AVX-512")
     probe = ProbeCommand((str(built["dyn"]), "--zmm"))
     model = intel_model()
-    r = backend.run(CELL, model, probe, tmp_path / "w", timeout=30)
+    r = backend.run(CELL, model, probe, tmp_path / "w", timeout=scaled(30))
     assert r.status == "ok", r.reason
     assert len(r.violations) == 1
     v = r.violations[0]
@@ -194,11 +195,11 @@ def test_zmm_is_a_violation_on_256_bit_model(
     assert v.bytes_hex == "62f1ed48efd2" and "AVX512F" in v.reason
     # with AVX-512 features but 256-bit vectors (AVX10/256) the width is the reason
     avx10 = replace(model, isa=model.isa | {"AVX512F", "AVX512VL"}, max_vector_bits=256)
-    r = backend.run(CELL, avx10, probe, tmp_path / "w2", timeout=30)
+    r = backend.run(CELL, avx10, probe, tmp_path / "w2", timeout=scaled(30))
     assert [v.mnemonic for v in r.violations] == ["VPXORQ"]
     assert "512-bit" in r.violations[0].reason
     ok = replace(avx10, max_vector_bits=512, xcr0=0xE7)
-    assert backend.run(CELL, ok, probe, tmp_path / "w3", timeout=30).violations == []
+    assert backend.run(CELL, ok, probe, tmp_path / "w3", timeout=scaled(30)).violations == []
 
 
 def test_probe_failure_is_error_not_exception(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes.util
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -68,6 +69,26 @@ def intel_model(*, avx2: bool = True, xcr0: int = 0x7, name: str = "hswish") -> 
         isa |= {"AVX2", "BMI1", "BMI2", "FMA"}
     return CpuModel(name, name, "GenuineIntel", None, None, False, leaves, xcr0,
                     frozenset(isa), 256)  # fmt: skip
+
+
+def timeout_scale() -> float:
+    """How much slower than real hardware this machine runs the traced
+    programs: $SDEMATRIX_TIMEOUT_SCALE (a number >= 1; default 1).
+    ci/fault-vm.sh's TCG guest sets it, so its timeouts stretch instead of
+    its slow tests being deselected."""
+    text = os.environ.get("SDEMATRIX_TIMEOUT_SCALE", "").strip() or "1"
+    try:
+        scale = float(text)
+    except ValueError:
+        scale = 0.0
+    if not scale >= 1.0:  # also NaN
+        raise pytest.UsageError(f"SDEMATRIX_TIMEOUT_SCALE={text!r}: want a number >= 1")
+    return scale
+
+
+def scaled(seconds: float) -> float:
+    """A timeout of `seconds` on real hardware, scaled by timeout_scale()."""
+    return seconds * timeout_scale()
 
 
 def fault_mode_skip_reason() -> str | None:
@@ -132,8 +153,8 @@ def trace(
     write_profile(profile, model, [s for p in images for s in image_sites(p)], images,
                   images[:1])  # fmt: skip
     cmd = [str(built["tracer"]), "--profile", str(profile), "--out", str(out), *tracer_args]
-    proc = subprocess.run([*cmd, "--", *argv], capture_output=True, text=True, timeout=60,
-                          check=False)  # fmt: skip
+    proc = subprocess.run([*cmd, "--", *argv], capture_output=True, text=True,
+                          timeout=scaled(60), check=False)  # fmt: skip
     text = out.read_text() if out.exists() else "vc-tracer-output 1\n"
     return proc, parse_tracer_output(text)
 

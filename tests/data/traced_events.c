@@ -13,6 +13,8 @@
  *                                `vpxorq zmm3, zmm3, zmm3` (no marks of its
  *                                own) and joins it.
  *   traced_events --fork-zmm     the same in a forked child process.
+ *   traced_events --spawn-ymm    --spawn-zmm with `vpxor ymm3, ymm3, ymm3`
+ *   traced_events --fork-ymm     (VEX.256, AVX2) instead: runs on any AVX2 CPU.
  *   traced_events --memcpy       the region copies 256 bytes with libc's
  *                                memcpy (the variant ld.so's ifunc chose).
  *   traced_events --dlopen LIB   dlopen(LIB) (outside any region).
@@ -72,10 +74,29 @@ __attribute__((noinline)) static void zmm_work(void)
     __asm__ volatile(".byte 0x62, 0xf1, 0xe5, 0x48, 0xef, 0xdb" ::: "xmm3");
 }
 
+__attribute__((noinline)) static void ymm_work(void)
+{
+    /* vpxor ymm3, ymm3, ymm3 (VEX.256.66.0F EF): AVX2 */
+    __asm__ volatile(".byte 0xc5, 0xe5, 0xef, 0xdb" ::: "xmm3");
+}
+
+/* what the thread / the child of --spawn-* / --fork-* executes */
+static void (*vector_work)(void) = zmm_work;
+
+/* ARG is VERB-zmm or VERB-ymm (e.g. "--spawn-ymm"): pick the work, say yes */
+static int vector_option(const char *arg, const char *verb)
+{
+    size_t n = strlen(verb);
+    if (strncmp(arg, verb, n) || (strcmp(arg + n, "-zmm") && strcmp(arg + n, "-ymm")))
+        return 0;
+    vector_work = arg[n + 1] == 'y' ? ymm_work : zmm_work;
+    return 1;
+}
+
 static void *thread_main(void *arg)
 {
     (void)arg;
-    zmm_work();
+    vector_work();
     return NULL;
 }
 
@@ -153,7 +174,7 @@ int main(int argc, char **argv)
         report("alarm");
         return 0;
     }
-    if (argc == 2 && !strcmp(argv[1], "--spawn-zmm")) {
+    if (argc == 2 && vector_option(argv[1], "--spawn")) {
         pthread_t tid;
         mark_start();
         int rc = pthread_create(&tid, NULL, thread_main, NULL);
@@ -162,15 +183,15 @@ int main(int argc, char **argv)
         mark_stop();
         if (rc)
             return 1;
-        report("spawn-zmm");
+        report(argv[1] + 2);
         return 0;
     }
-    if (argc == 2 && !strcmp(argv[1], "--fork-zmm")) {
+    if (argc == 2 && vector_option(argv[1], "--fork")) {
         int status = 0;
         mark_start();
         pid_t p = fork();
         if (p == 0) {
-            zmm_work();
+            vector_work();
             _exit(0);
         }
         if (p > 0)
@@ -178,7 +199,7 @@ int main(int argc, char **argv)
         mark_stop();
         if (p < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
             return 1;
-        report("fork-zmm");
+        report(argv[1] + 2);
         return 0;
     }
     if (argc == 2 && !strcmp(argv[1], "--memcpy")) {
