@@ -56,10 +56,9 @@ def _cache_dir() -> Path:
 def load_matrix_cached(path: str | Path) -> Matrix:
     """:func:`sdematrix.matrix_file.load_matrix`, from the cache when the file
     and the code that builds it are unchanged."""
-    from .matrix_file import load_matrix
-
     from .errors import SdeMatrixError
     from .inputs import MAX_YAML_BYTES, read_input
+    from .matrix_file import load_matrix
 
     source = Path(path)
     try:  # the input layer's read: never blocks on a FIFO, bounded in size
