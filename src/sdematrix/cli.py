@@ -48,7 +48,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
@@ -109,24 +109,7 @@ def _load(arg: str | None) -> Matrix:
     return load_matrix_cached(_matrix_path(arg))
 
 
-def _number_arg(
-    convert: Callable[[str], Any], ok: Callable[[Any], bool], rule: str, kind: str
-) -> Callable[[str], Any]:
-    """An argparse `type=` that converts, then checks a rule, each failure one
-    line naming the text."""
-
-    def parse(text: str) -> Any:
-        try:
-            v = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not {kind}: {text!r}") from None
-        if not ok(v):
-            raise argparse.ArgumentTypeError(f"{rule}: {text!r}")
-        return v
-
-    return parse
-
-
+_number_arg = options.number_arg  # one definition of the number checks
 _positive_int = options.positive_int
 _positive_float = options.positive_float
 _nonneg_float = _number_arg(float, lambda v: v >= 0, "must be >= 0", "a number")

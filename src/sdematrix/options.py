@@ -41,7 +41,7 @@ DEFAULT_TIMEOUT = 300.0
 ALL = frozenset({"run", "exec", "docker", "pytest"})
 
 
-def _number(convert: Callable[[str], Any], ok: Callable[[Any], bool], rule: str,
+def number_arg(convert: Callable[[str], Any], ok: Callable[[Any], bool], rule: str,
             kind: str) -> Callable[[str], Any]:  # fmt: skip
     """An argparse `type=` that converts, then checks a rule; each failure is
     one line naming the text."""
@@ -58,8 +58,8 @@ def _number(convert: Callable[[str], Any], ok: Callable[[Any], bool], rule: str,
     return parse
 
 
-positive_int = _number(int, lambda v: v >= 1, "must be at least 1", "an integer")
-positive_float = _number(float, lambda v: v > 0, "must be positive", "a number")
+positive_int = number_arg(int, lambda v: v >= 1, "must be at least 1", "an integer")
+positive_float = number_arg(float, lambda v: v > 0, "must be positive", "a number")
 
 
 @dataclass(frozen=True)
