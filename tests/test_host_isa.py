@@ -9,13 +9,12 @@ advertises it, so it works on any host."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doubles.sdematrix_cli import run_cli
 
 from sdematrix.backends.ptrace import PtraceBackend, parse_tracer_output
 from sdematrix.host_isa import FEATURE_BITS, host_cpuid, host_lacks, parse_profile, sigill_reason
@@ -118,9 +117,7 @@ def _prog(tmp_path: Path, code_hex: str) -> Path:
 
 
 def _sdematrix(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, "-m", "sdematrix", *args], capture_output=True,
-                          text=True, env=env, timeout=600, check=False)  # fmt: skip
+    return run_cli(*args, timeout=600)  # tests/doubles/sdematrix_cli.py
 
 
 @needs_ptrace

@@ -7,14 +7,13 @@ mixes; and, end to end, `sdematrix exec` on small programs gcc builds here."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from doubles.sdematrix_cli import run_cli
 
 from sdematrix.backends.ptrace import PtraceBackend, parse_tracer_output
 from sdematrix.backends.qemu import mix_from_plugin
@@ -216,9 +215,7 @@ def _build(tmp_path: Path, name: str, builtin: str, *flags: str) -> Path:
 
 
 def _sdematrix(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, "-m", "sdematrix", *args], capture_output=True,
-                          text=True, env=env, timeout=600, check=False)  # fmt: skip
+    return run_cli(*args, timeout=600)  # tests/doubles/sdematrix_cli.py
 
 
 @needs_ptrace
