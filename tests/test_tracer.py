@@ -283,9 +283,13 @@ def test_signal_interrupted_instruction_counted_once(
 ) -> None:
     """A 1 ms SIGALRM interrupts a 20,000-turn loop hundreds of times: each
     loop instruction is counted exactly 20,000 times (once per completed
-    step), and the handler's code, which ran, is counted once per call."""
+    step), and the handler's code, which ran, is counted once per call.
+    The interval scales with timeout_scale(): on a host that steps 20x
+    slower, a 1 ms timer fires before the stepped handler returns, and the
+    loop would never advance."""
     n = 20_000
-    argv = [str(built["events"]), "--alarm", str(n)]
+    interval_us = round(1000 * timeout_scale())
+    argv = [str(built["events"]), "--alarm", str(n), str(interval_us)]
     proc, t = trace(built, tmp_path, argv, intel_model(),
                     tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
     assert proc.returncode == 0, proc.stderr

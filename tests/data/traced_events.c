@@ -3,12 +3,18 @@
  * region besides straight-line code: signals, threads and child processes
  * created while the tracer single-steps.
  *
- *   traced_events --alarm N      a 1 ms SIGALRM interval timer runs while the
+ *   traced_events --alarm N [US] a SIGALRM interval timer (every US
+ *                                microseconds, default 1000) runs while the
  *                                region executes a counted loop of N turns:
  *                                    mov ecx, N          1
  *                                 1: dec ecx             N
  *                                    jnz 1b              N
  *                                the handler (on_alarm) counts its calls.
+ *                                US must exceed the time the stepped handler
+ *                                takes, else a signal is pending at every
+ *                                sigreturn and the loop never advances (a
+ *                                livelock, not slowness): a slow emulated host
+ *                                passes a longer interval.
  *   traced_events --spawn-zmm    the region creates a thread that executes
  *                                `vpxorq zmm3, zmm3, zmm3` (no marks of its
  *                                own) and joins it.
@@ -154,16 +160,17 @@ static void report(const char *what)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && !strcmp(argv[1], "--alarm")) {
+    if ((argc == 3 || argc == 4) && !strcmp(argv[1], "--alarm")) {
         unsigned n = (unsigned)strtoul(argv[2], NULL, 0);
-        if (n == 0)
+        unsigned long us = argc == 4 ? strtoul(argv[3], NULL, 0) : 1000;
+        if (n == 0 || us == 0 || us >= 1000000)
             return 2;
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_alarm;
         sa.sa_flags = SA_RESTART;
         sigaction(SIGALRM, &sa, NULL);
-        struct itimerval it = {{0, 1000}, {0, 1000}};
+        struct itimerval it = {{0, (suseconds_t)us}, {0, (suseconds_t)us}};
         if (setitimer(ITIMER_REAL, &it, NULL))
             return 1;
         mark_start();
