@@ -281,14 +281,15 @@ def insns_of(t: TracerOutput, space: int | None = None) -> list[tuple[int, str, 
 def test_signal_interrupted_instruction_counted_once(
     built: dict[str, Path], tmp_path: Path, cpuid_mode: str
 ) -> None:
-    """A 1 ms SIGALRM interrupts a 20,000-turn loop hundreds of times: each
-    loop instruction is counted exactly 20,000 times (once per completed
-    step), and the handler's code, which ran, is counted once per call.
-    The interval scales with timeout_scale(): on a host that steps 20x
-    slower, a 1 ms timer fires before the stepped handler returns, and the
-    loop would never advance."""
+    """A SIGPROF every 5 ms of the tracee's CPU time interrupts a 20,000-turn
+    loop tens of times (49 on a Zen 5 host): each loop instruction is counted exactly
+    20,000 times (once per completed step), and the handler's code, which
+    ran, is counted once per call.  The interval scales with timeout_scale():
+    on a host that steps 20x slower, a 5 ms timer could fire before the
+    stepped handler returns, and the loop would never advance
+    (tests/data/traced_events.c, --alarm)."""
     n = 20_000
-    interval_us = round(1000 * timeout_scale())
+    interval_us = round(5000 * timeout_scale())
     argv = [str(built["events"]), "--alarm", str(n), str(interval_us)]
     proc, t = trace(built, tmp_path, argv, intel_model(),
                     tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip

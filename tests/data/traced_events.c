@@ -3,18 +3,25 @@
  * region besides straight-line code: signals, threads and child processes
  * created while the tracer single-steps.
  *
- *   traced_events --alarm N [US] a SIGALRM interval timer (every US
- *                                microseconds, default 1000) runs while the
- *                                region executes a counted loop of N turns:
+ *   traced_events --alarm N [US] a profiling interval timer (ITIMER_PROF:
+ *                                SIGPROF every US microseconds, default 1000,
+ *                                of the process's own CPU time) runs while
+ *                                the region executes a counted loop of N turns:
  *                                    mov ecx, N          1
  *                                 1: dec ecx             N
  *                                    jnz 1b              N
  *                                the handler (on_alarm) counts its calls.
- *                                US must exceed the time the stepped handler
- *                                takes, else a signal is pending at every
- *                                sigreturn and the loop never advances (a
- *                                livelock, not slowness): a slow emulated host
- *                                passes a longer interval.
+ *                                CPU time, not wall time: a traced process
+ *                                spends most of its wall time stopped while
+ *                                the tracer works, so a wall-clock timer
+ *                                (ITIMER_REAL) on a slow host (TCG, a loaded
+ *                                machine) fires before the single-stepped
+ *                                handler returns, a signal is pending at
+ *                                every sigreturn, and the loop never
+ *                                advances (a livelock, not slowness).  The
+ *                                process's CPU time grows only with the
+ *                                steps it really runs; a host that is slower
+ *                                per step still passes a longer US.
  *   traced_events --spawn-zmm    the region creates a thread that executes
  *                                `vpxorq zmm3, zmm3, zmm3` (no marks of its
  *                                own) and joins it.
@@ -169,15 +176,15 @@ int main(int argc, char **argv)
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_alarm;
         sa.sa_flags = SA_RESTART;
-        sigaction(SIGALRM, &sa, NULL);
+        sigaction(SIGPROF, &sa, NULL);
         struct itimerval it = {{0, (suseconds_t)us}, {0, (suseconds_t)us}};
-        if (setitimer(ITIMER_REAL, &it, NULL))
+        if (setitimer(ITIMER_PROF, &it, NULL))
             return 1;
         mark_start();
         counted_loop(n);
         mark_stop();
         struct itimerval off = {{0, 0}, {0, 0}};
-        setitimer(ITIMER_REAL, &off, NULL);
+        setitimer(ITIMER_PROF, &off, NULL);
         report("alarm");
         return 0;
     }
