@@ -29,7 +29,7 @@ esac
 cache="${SDEMATRIX_CACHE_DIR:-$HOME/.cache/sdematrix}/faultvm"
 scale="${SDEMATRIX_FAULTVM_TIMEOUT_SCALE:-20}"   # TCG runs the guest 10-30x slower
 smp="${SDEMATRIX_FAULTVM_SMP:-$(nproc)}"
-limit="${SDEMATRIX_FAULTVM_LIMIT:-3600}"          # seconds for the whole guest run
+limit="${SDEMATRIX_FAULTVM_LIMIT:-1200}"          # seconds for the whole guest run
 t0=$SECONDS
 say() { echo "fault-vm: $* ($((SECONDS - t0)) s)"; }
 die() { echo "fault-vm: FAIL: $*" >&2; exit 1; }
