@@ -16,4 +16,4 @@ if ! python3 -m pip download --only-binary=:all: --python-version 3.11 \
     tail -5 "$log" >&2
     exit 1
 fi
-echo "wheels in ci/wheelhouse: $(ls "$here/wheelhouse"/*.whl | wc -l)"
+echo "wheels in ci/wheelhouse: $(find "$here/wheelhouse" -maxdepth 1 -name "*.whl" | wc -l)"

@@ -102,7 +102,9 @@ trap 'rm -rf "$work"' EXIT
 ir="$work/initramfs"
 mkdir -p "$ir/bin" "$ir/proc" "$ir/sys" "$ir/dev" "$ir/modules"
 busybox="$(command -v busybox || true)"
-[ -n "$busybox" ] && ! ldd "$busybox" >/dev/null 2>&1 || die "no static busybox (Debian package busybox-static)"
+if [ -z "$busybox" ] || ldd "$busybox" >/dev/null 2>&1; then
+    die "no static busybox (Debian package busybox-static)"
+fi
 cp "$busybox" "$ir/bin/busybox"
 cp "$here/init" "$ir/init" && chmod 755 "$ir/init"
 cp "$kdir"/modules/*.ko "$ir/modules/"

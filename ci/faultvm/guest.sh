@@ -66,7 +66,7 @@ sys.exit(1 if bad or n["passed"] == 0 else 0)
 EOF
 )"
 src=$?
-echo "$summary" | sed 's/^/fault-vm: guest: /'
+while IFS= read -r line; do echo "fault-vm: guest: $line"; done <<<"$summary"
 [ "$prc" -eq 0 ] || fail "fault-mode tests failed in the guest (pytest exit $prc): $(head -n 1 <<<"$summary")"
 [ "$src" -eq 0 ] || fail "fault-mode tests skipped something other than AVX-512: $(sed -n 2p <<<"$summary")"
 say "fault-mode tests: $(head -n 1 <<<"$summary")"
