@@ -147,16 +147,20 @@ CHECKABLE_FEATURES = frozenset(_FLAG_TO_FEATURE.values())
 # advertises it*: the library's tiers (AES, CLMUL, AVX*, AVX-512, VAES) and
 # glibc's ifunc-selected string/memory routines (SSE4.x, AVX2, BMI, EVEX,
 # ERMS-style moves).  Features no code in the probe's images dispatches on
-# (AMX, AVX512_FP16, PKU, WAITPKG, SERIALIZE, MOVDIR*, ...) may be advertised
-# by the model's CPUID while the host lacks them; should the program ever
-# execute one, the host raises SIGILL and the cell is an error, never a
-# silent pass.
+# (AMX, AVX512_FP16, PKU, WAITPKG, SERIALIZE, MOVDIR*, RDRAND, RDSEED, ...)
+# may be advertised by the model's CPUID while the host lacks them; should
+# the program ever execute one, the host raises SIGILL and the cell is an
+# error naming the instruction (host_isa.sigill_reason), never a silent
+# pass.  RDRAND/RDSEED: glibc never executes them, and OpenSSL 3 does only
+# with the non-default "rdcpu" seed source; hypervisors often hide RDSEED
+# (an AMD EPYC KVM guest here lists rdrand but not rdseed), and requiring it
+# made icl, spr and every newer model unrunnable on such hosts.
 HOST_REQUIRED_FEATURES = frozenset({
     "SSE", "SSE2", "SSE3", "SSSE3", "SSE4_1", "SSE4_2", "POPCNT", "CMPXCHG16B",
     "MOVBE", "LZCNT", "AES", "PCLMULQDQ", "AVX", "AVX2", "FMA", "F16C", "BMI1",
     "BMI2", "ADX", "XSAVE", "XSAVEC", "AVX512F", "AVX512DQ", "AVX512CD",
     "AVX512BW", "AVX512VL", "AVX512_VBMI", "AVX512_VBMI2", "VAES", "VPCLMULQDQ",
-    "GFNI", "RDRAND", "RDSEED", "RDTSCP",
+    "GFNI", "RDTSCP",
 })
 
 
