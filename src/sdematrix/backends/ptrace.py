@@ -152,9 +152,12 @@ CHECKABLE_FEATURES = frozenset(_FLAG_TO_FEATURE.values())
 # the program ever execute one, the host raises SIGILL and the cell is an
 # error naming the instruction (host_isa.sigill_reason), never a silent
 # pass.  RDRAND/RDSEED: glibc never executes them, and OpenSSL 3 does only
-# with the non-default "rdcpu" seed source; hypervisors often hide RDSEED
-# (an AMD EPYC KVM guest here lists rdrand but not rdseed), and requiring it
-# made icl, spr and every newer model unrunnable on such hosts.
+# with the non-default "rdcpu" seed source.  /proc/cpuinfo may omit them
+# where the CPU has them: on an AMD EPYC Zen 5 KVM guest (kernel 6.x) CPUID
+# lists RDSEED and `rdseed` executes, but the kernel's flags line has no
+# rdseed (Linux withdraws the feature on parts with an RDSEED erratum, and
+# Xen can hide both, XSA-320).  Requiring RDSEED made icl, spr and every
+# newer model unrunnable there.
 HOST_REQUIRED_FEATURES = frozenset({
     "SSE", "SSE2", "SSE3", "SSSE3", "SSE4_1", "SSE4_2", "POPCNT", "CMPXCHG16B",
     "MOVBE", "LZCNT", "AES", "PCLMULQDQ", "AVX", "AVX2", "FMA", "F16C", "BMI1",
