@@ -59,7 +59,7 @@
  * region are not intercepted in bp mode (XGETBV in no mode).
  * Output file: see write_output() (`sigill SPACE ADDR BYTES`: the last SIGILL
  * delivered, at the faulting instruction; `tzcnt_zero SPACE ADDR N`: TZCNTs
- * seen run with a zero source, see tzcnt_note()).
+ * seen run with a zero source, see tzcnt.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -84,6 +84,10 @@
 #include <cpuid.h>
 
 #include "blocks.h"
+#include "fatal.h"
+#include "profile.h"
+#include "tracee_mem.h"
+#include "tzcnt.h"
 #include "whole.h"
 
 #define ARCH_SET_CPUID 0x1012
@@ -92,18 +96,7 @@
 #define MARK_STOP 0x222u
 #define PROT_EXEC_BIT 0x4
 
-enum site_kind { SITE_CPUID, SITE_XGETBV, SITE_MARK, SITE_FUNC };
 enum cpuid_mode { MODE_AUTO, MODE_FAULT, MODE_BP };
-
-struct leaf {
-    uint32_t leaf, sub, a, b, c, d;
-};
-
-struct site {          /* from the profile: a file offset in an image */
-    enum site_kind kind;
-    uint64_t off;
-    char *path;
-};
 
 struct bp {            /* an armed breakpoint in one address space */
     uint64_t addr;
@@ -154,14 +147,8 @@ struct rec {           /* per (space, address) execution count */
 };
 
 /* ---- global state ---------------------------------------------------- */
-static struct leaf *leaves;
-static size_t nleaves;
-static uint64_t xcr0_model = 0x7;
-static bool have_xcr0;
-static struct site *sites;
-static size_t nsites;
-static char **images, **unscanned; /* profile `image` records; reported paths */
-static size_t nimages, nunscanned;
+static char **unscanned; /* reported paths (`unscanned` lines) */
+static size_t nunscanned;
 static enum cpuid_mode want_mode = MODE_AUTO;
 static uint64_t max_steps = 200000000ull;
 
@@ -193,230 +180,8 @@ static struct {
     uint8_t len;
 } last_sigill;
 
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("vc-tracer: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(125);
-}
-
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        die("out of memory");
-    return q;
-}
-
 /* ---- profile ------------------------------------------------------------ */
-static size_t capleaves, capsites;
-
-/* One profile record (also the answers of whole mode's image server, see
- * whole_ask); `where` names the source for the error message. */
-void profile_record(const char *line, const char *where)
-{
-    if (!strncmp(line, "cpuid ", 6)) {
-        struct leaf l;
-        if (sscanf(line + 6, "%" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32
-                   " %" SCNx32, &l.leaf, &l.sub, &l.a, &l.b, &l.c, &l.d) != 6)
-            die("%s: bad cpuid line", where);
-        if (nleaves == capleaves)
-            leaves = xrealloc(leaves, (capleaves = capleaves * 2 + 16) * sizeof *leaves);
-        leaves[nleaves++] = l;
-    } else if (!strncmp(line, "xcr0 ", 5)) {
-        if (sscanf(line + 5, "%" SCNx64, &xcr0_model) != 1)
-            die("%s: bad xcr0 line", where);
-        have_xcr0 = true;
-    } else if (!strncmp(line, "bounds ", 7)) {
-        if (whole_load_bounds(line + 7))
-            die("%s: bad bounds line (file unreadable?)", where);
-    } else if (!strncmp(line, "ask ", 4)) {
-        if (whole_set_server(line + 4))
-            die("%s: bad ask line", where);
-    } else if (!strncmp(line, "image ", 6)) {
-        images = xrealloc(images, (nimages + 1) * sizeof *images);
-        images[nimages++] = strdup(line + 6);
-    } else if (!strncmp(line, "site ", 5)) {
-        char kind[16];
-        uint64_t off;
-        int pos = 0;
-        if (sscanf(line + 5, "%15s %" SCNx64 " %n", kind, &off, &pos) != 2 || !pos)
-            die("%s: bad site line", where);
-        struct site s = {.off = off, .path = strdup(line + 5 + pos)};
-        if (!strcmp(kind, "cpuid"))
-            s.kind = SITE_CPUID;
-        else if (!strcmp(kind, "xgetbv"))
-            s.kind = SITE_XGETBV;
-        else if (!strcmp(kind, "mark"))
-            s.kind = SITE_MARK;
-        else if (!strcmp(kind, "func"))
-            s.kind = SITE_FUNC;
-        else
-            die("%s: unknown site kind %s", where, kind);
-        if (nsites == capsites)
-            sites = xrealloc(sites, (capsites = capsites * 2 + 64) * sizeof *sites);
-        sites[nsites++] = s;
-    } else {
-        /* block-stepping records (blocks.c): `blocks PATH` then `b ...` lines */
-        int b = blocks_profile_line(line);
-        if (b < 0)
-            die("%s: bad block record", where);
-        if (b == 0)
-            die("%s: unknown record", where);
-    }
-}
-
-static void load_profile(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        die("cannot open profile %s: %s", path, strerror(errno));
-    /* getline, not a fixed buffer: a record longer than a buffer (a long
-     * path, a block of thousands of instructions) must not be cut, because
-     * its tail would then be read as a record of its own.  A NUL inside a
-     * line would hide the rest of it from the string functions: refused. */
-    char *line = NULL, where[4200];
-    size_t cap = 0;
-    ssize_t got;
-    int lineno = 0;
-    while ((got = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        size_t n = (size_t)got;
-        snprintf(where, sizeof where, "%.4096s:%d", path, lineno);
-        if (strlen(line) != n)
-            die("%s: NUL byte in a profile record", where);
-        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = 0;
-        if (!n || line[0] == '#')
-            continue;
-        profile_record(line, where);
-    }
-    free(line);
-    fclose(f);
-    if (!have_xcr0)
-        die("%s: no xcr0 record", path);
-}
-
-static const struct leaf *find_leaf(uint32_t leaf, uint32_t sub)
-{
-    for (size_t i = 0; i < nleaves; i++)
-        if (leaves[i].leaf == leaf && leaves[i].sub == sub)
-            return &leaves[i];
-    return NULL;
-}
-
-/* Leaves whose output depends on ECX (the subleaf); others ignore it. */
-static bool subleaf_indexed(uint32_t leaf)
-{
-    static const uint32_t idx[] = {4,    7,    0xb,  0xd,  0xf,  0x10, 0x12, 0x14,
-                                   0x17, 0x18, 0x1a, 0x1b, 0x1d, 0x1e, 0x1f, 0x20,
-                                   0x23, 0x24, 0x8000001d, 0x80000020, 0x80000026};
-    for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++)
-        if (idx[i] == leaf)
-            return true;
-    return false;
-}
-
-/* The model's answer, following hardware rules for leaves it does not list:
- * above the max basic / extended leaf an Intel CPU returns the highest basic
- * leaf's data, an AMD CPU zeros; an unlisted leaf or subleaf below the max is
- * zeros.  XSAVE area sizes (leaf 0xD EBX/ECX, subleaf 1 EBX) are raised to at
- * least the host's: the real XCR0 stays the host's, so XSAVE writes the host's
- * state size and a smaller buffer would be overrun. */
-static void answer_cpuid(uint32_t leaf, uint32_t sub, uint32_t out[4])
-{
-    out[0] = out[1] = out[2] = out[3] = 0;
-    const struct leaf *l0 = find_leaf(0, 0);
-    const struct leaf *e0 = find_leaf(0x80000000u, 0);
-    uint32_t max_basic = l0 ? l0->a : 0;
-    uint32_t max_ext = e0 ? e0->a : 0;
-    bool intel = l0 && l0->b == 0x756e6547u; /* "Genu" */
-    uint32_t q = leaf;
-    if (leaf < 0x40000000u) {
-        if (leaf > max_basic) {
-            if (!intel)
-                return;
-            q = max_basic;
-        }
-    } else if (leaf >= 0x80000000u && leaf < 0x90000000u) {
-        if (leaf > max_ext) {
-            if (!intel)
-                return;
-            q = max_basic;
-        }
-    }
-    uint32_t s = subleaf_indexed(q) ? sub : 0;
-    const struct leaf *l = find_leaf(q, s);
-    if (l) {
-        out[0] = l->a;
-        out[1] = l->b;
-        out[2] = l->c;
-        out[3] = l->d;
-    }
-    if (q == 0xd && (s == 0 || s == 1)) {
-        unsigned a, b, c, d;
-        __cpuid_count(0xd, s, a, b, c, d);
-        (void)a;
-        (void)d;
-        if (out[1] < b)
-            out[1] = b;
-        if (s == 0 && out[2] < c)
-            out[2] = c;
-    }
-}
-
 /* ---- memory access -------------------------------------------------------- */
-static int peek_byte(pid_t pid, uint64_t addr, uint8_t *out)
-{
-    errno = 0;
-    long w = ptrace(PTRACE_PEEKDATA, pid, (void *)addr, NULL);
-    if (errno)
-        return -1;
-    *out = (uint8_t)(w & 0xff);
-    return 0;
-}
-
-static int poke_byte(pid_t pid, uint64_t addr, uint8_t v)
-{
-    errno = 0;
-    long w = ptrace(PTRACE_PEEKDATA, pid, (void *)addr, NULL);
-    if (errno)
-        return -1;
-    w = (long)(((unsigned long)w & ~0xfful) | v);
-    return ptrace(PTRACE_POKEDATA, pid, (void *)addr, (void *)w) == 0 ? 0 : -1;
-}
-
-/* Read up to n bytes; a read crossing into an unmapped page is cut short. */
-static size_t read_mem(pid_t pid, uint64_t addr, uint8_t *buf, size_t n)
-{
-    struct iovec local = {buf, n}, remote = {(void *)addr, n};
-    ssize_t r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (r > 0)
-        return (size_t)r;
-    size_t to_page = 4096 - (addr & 4095);
-    if (to_page < n) {
-        local.iov_len = remote.iov_len = to_page;
-        r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-        if (r > 0)
-            return (size_t)r;
-    }
-    /* Fall back to PEEKDATA (works where process_vm_readv is refused). */
-    size_t got = 0;
-    while (got < n) {
-        errno = 0;
-        long w = ptrace(PTRACE_PEEKDATA, pid, (void *)(addr + got), NULL);
-        if (errno)
-            break;
-        for (int i = 0; i < 8 && got < n; i++)
-            buf[got++] = (uint8_t)((unsigned long)w >> (8 * i));
-    }
-    return got;
-}
-
 /* ---- spaces, threads, breakpoints ----------------------------------------- */
 static struct space *new_space(pid_t tgid, const struct space *copy_from)
 {
@@ -522,16 +287,12 @@ static void merge_maps(struct space *sp, pid_t pid);
 /* Note an executable file mapping the profile knows nothing about. */
 static void check_scanned(const char *img)
 {
-    for (size_t i = 0; i < nimages; i++)
-        if (!strcmp(images[i], img))
-            return;
-    for (size_t i = 0; i < nsites; i++)
-        if (!strcmp(sites[i].path, img))
-            return;
+    if (profile_knows_image(img))
+        return;
     for (size_t i = 0; i < nunscanned; i++)
         if (!strcmp(unscanned[i], img))
             return;
-    if (whole_ask(img)) /* whole mode: the image server sent its records */
+    if (profile_ask(img)) /* whole mode: the image server sent its records */
         return;
     unscanned = xrealloc(unscanned, (nunscanned + 1) * sizeof *unscanned);
     unscanned[nunscanned++] = strdup(img);
@@ -556,6 +317,8 @@ static void arm_space(struct space *sp, pid_t pid)
         const char *img = line + pos;
         check_scanned(img);
         blocks_note_mapping(sp->id, lo, hi, off, img);
+        size_t nsites;
+        const struct site *sites = profile_sites(&nsites);
         for (size_t i = 0; i < nsites; i++) {
             const struct site *s = &sites[i];
             if (s->kind == SITE_CPUID && sp->fault)
@@ -698,172 +461,6 @@ static void setup_exec(struct thread *t)
     arm_space(sp, t->tid);
 }
 
-/* ---- TZCNT of zero -------------------------------------------------------------- */
-/* F3 0F BC /r is TZCNT on a CPU with BMI1 and BSF on one without (Intel SDM
- * TZCNT: "On processors that do not support TZCNT, the instruction byte
- * encoding is executed as BSF").  The two agree for a non-zero source (the
- * index of the lowest set bit) and differ for zero: TZCNT returns the operand
- * size, BSF leaves the destination undefined.  So before such an instruction
- * runs where the tracer stops at it (a stepped region's single step, a
- * block's last instruction -- blocks end at every F3-prefixed instruction --,
- * a JIT step, a first-visit trap) its source operand is read, and the
- * executions with a zero source are counted per address; sdematrix decides
- * whether the model lacks BMI1. */
-struct tzz {
-    int space;
-    uint64_t addr;
-    uint64_t count;
-};
-static struct tzz *tzz;
-static size_t ntzz, captzz;
-
-/* user_regs_struct field of general register n (ModRM/SIB numbering + REX) */
-static uint64_t gpr(const struct user_regs_struct *r, unsigned n)
-{
-    switch (n & 15) {
-    case 0: return r->rax;
-    case 1: return r->rcx;
-    case 2: return r->rdx;
-    case 3: return r->rbx;
-    case 4: return r->rsp;
-    case 5: return r->rbp;
-    case 6: return r->rsi;
-    case 7: return r->rdi;
-    case 8: return r->r8;
-    case 9: return r->r9;
-    case 10: return r->r10;
-    case 11: return r->r11;
-    case 12: return r->r12;
-    case 13: return r->r13;
-    case 14: return r->r14;
-    default: return r->r15;
-    }
-}
-
-static int64_t disp_at(const uint8_t *b, size_t i, size_t width)
-{
-    if (width == 1)
-        return (int8_t)b[i];
-    int32_t d;
-    memcpy(&d, b + i, 4);
-    return d;
-}
-
-/* The instruction at `rip` (bytes b[0..n)) when it is TZCNT: true and its
- * source operand in *val; false for anything else or an unreadable source.
- * Decodes legacy prefixes (the last of F2/F3 is the refining one), REX,
- * 0F BC, ModRM, SIB and displacement; the source is a register or memory
- * (RIP-relative, FS/GS-based, 32-bit addressing) of 16, 32 or 64 bits. */
-static bool tzcnt_source(pid_t tid, uint64_t rip, const uint8_t *b, size_t n,
-                         const struct user_regs_struct *r, uint64_t *val)
-{
-    size_t i = 0;
-    uint8_t rep = 0, rex = 0;
-    bool opsize = false, addr32 = false;
-    int seg = 0; /* 0 none (flat), 4 FS, 5 GS */
-    for (; i < n && i < 14; i++) {
-        uint8_t c = b[i];
-        if (c == 0xf2 || c == 0xf3)
-            rep = c;
-        else if (c == 0x66)
-            opsize = true;
-        else if (c == 0x67)
-            addr32 = true;
-        else if (c == 0x64)
-            seg = 4;
-        else if (c == 0x65)
-            seg = 5;
-        else if (c == 0x2e || c == 0x36 || c == 0x3e || c == 0x26 || c == 0xf0)
-            continue; /* CS/SS/DS/ES: no segment base in 64-bit mode */
-        else
-            break;
-    }
-    if (rep != 0xf3)
-        return false;
-    if (i < n && (b[i] & 0xf0) == 0x40)
-        rex = b[i++];
-    if (i + 3 > n || b[i] != 0x0f || b[i + 1] != 0xbc)
-        return false;
-    i += 2;
-    uint8_t modrm = b[i++];
-    unsigned mod = modrm >> 6, rm = modrm & 7;
-    size_t size = (rex & 8) ? 8 : opsize ? 2 : 4;
-    uint64_t mask = size == 8 ? ~0ull : (1ull << (8 * size)) - 1;
-    if (mod == 3) {
-        *val = gpr(r, rm | ((rex & 1u) << 3)) & mask;
-        return true;
-    }
-    uint64_t ea = 0;
-    bool riprel = false;
-    size_t dw = mod == 1 ? 1 : mod == 2 ? 4 : 0;
-    if (rm == 4) {
-        if (i >= n)
-            return false;
-        uint8_t sib = b[i++];
-        unsigned idx = ((sib >> 3) & 7) | ((rex & 2u) << 2), base = sib & 7;
-        if (idx != 4)
-            ea += gpr(r, idx) << (sib >> 6);
-        if (base == 5 && mod == 0)
-            dw = 4;
-        else
-            ea += gpr(r, base | ((rex & 1u) << 3));
-    } else if (rm == 5 && mod == 0) {
-        riprel = true;
-        dw = 4;
-    } else {
-        ea = gpr(r, rm | ((rex & 1u) << 3));
-    }
-    if (i + dw > n)
-        return false;
-    if (dw)
-        ea += (uint64_t)disp_at(b, i, dw);
-    i += dw;
-    if (riprel)
-        ea += rip + i;
-    if (addr32)
-        ea &= 0xffffffffu;
-    if (seg == 4)
-        ea += r->fs_base;
-    else if (seg == 5)
-        ea += r->gs_base;
-    uint8_t buf[8] = {0};
-    if (read_mem(tid, ea, buf, size) != size)
-        return false;
-    uint64_t v = 0;
-    memcpy(&v, buf, size);
-    *val = v & mask;
-    return true;
-}
-
-void tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *b, size_t n)
-{
-    /* cheap filter before any syscall: F3 first (compilers put it there),
-     * or among the prefixes, and 0F BC within the first 8 bytes */
-    if (n < 4 || !memchr(b, 0xf3, n < 5 ? n : 5))
-        return;
-    bool op = false;
-    for (size_t k = 0; k + 1 < n && k < 7 && !op; k++)
-        op = b[k] == 0x0f && b[k + 1] == 0xbc;
-    if (!op)
-        return;
-    struct user_regs_struct r;
-    if (ptrace(PTRACE_GETREGS, tid, NULL, &r))
-        return;
-    uint64_t v;
-    if (!tzcnt_source(tid, rip, b, n, &r, &v) || v != 0)
-        return;
-    for (size_t k = 0; k < ntzz; k++)
-        if (tzz[k].addr == rip && tzz[k].space == space) {
-            tzz[k].count++;
-            return;
-        }
-    if (ntzz == captzz) {
-        captzz = captzz ? 2 * captzz : 16;
-        tzz = xrealloc(tzz, captzz * sizeof *tzz);
-    }
-    tzz[ntzz++] = (struct tzz){space, rip, 1};
-}
-
 /* ---- recording --------------------------------------------------------------- */
 static bool has_rep_prefix(const uint8_t *b, size_t n)
 {
@@ -978,7 +575,7 @@ static void start_stepping(struct thread *t)
 static void emulate_cpuid(pid_t pid, struct user_regs_struct *r)
 {
     uint32_t out[4];
-    answer_cpuid((uint32_t)r->rax, (uint32_t)r->rcx, out);
+    profile_answer_cpuid((uint32_t)r->rax, (uint32_t)r->rcx, out);
     r->rax = out[0];
     r->rbx = out[1];
     r->rcx = out[2];
@@ -991,8 +588,9 @@ static void emulate_cpuid(pid_t pid, struct user_regs_struct *r)
 /* XGETBV(0) answers the model's XCR0 (the caller checked ECX == 0). */
 static void emulate_xgetbv(pid_t pid, struct user_regs_struct *r)
 {
-    r->rax = (uint32_t)xcr0_model;
-    r->rdx = (uint32_t)(xcr0_model >> 32);
+    const uint64_t xcr0 = profile_xcr0();
+    r->rax = (uint32_t)xcr0;
+    r->rdx = (uint32_t)(xcr0 >> 32);
     r->rip += 3;
     set_regs(pid, r);
     n_xgetbv++;
@@ -1339,10 +937,8 @@ static void write_output(const char *path, int exit_kind, int exit_val)
         fputc('\n', f);
     }
     free(list);
-    whole_write(f);
-    for (size_t k = 0; k < ntzz; k++)
-        fprintf(f, "tzcnt_zero %d %" PRIx64 " %" PRIu64 "\n", tzz[k].space, tzz[k].addr,
-                tzz[k].count);
+    whole_write(f, profile_asked());
+    tzcnt_write(f);
     if (last_sigill.have) {
         fprintf(f, "sigill %d %" PRIx64 " ", last_sigill.space, last_sigill.addr);
         for (size_t k = 0; k < last_sigill.len; k++)
@@ -1385,10 +981,10 @@ static int print_host_profile(void)
     __cpuid(0, max_basic, b, c, d);
     __cpuid(0x80000000u, max_ext, b, c, d);
     for (uint32_t l = 0; l <= max_basic && l < 0x100; l++)
-        for (uint32_t s = 0; s < (subleaf_indexed(l) ? 64u : 1u); s++)
+        for (uint32_t s = 0; s < (profile_subleaf_indexed(l) ? 64u : 1u); s++)
             print_leaf(l, s);
     for (uint32_t l = 0x80000000u; l <= max_ext && l < 0x80000100u; l++)
-        for (uint32_t s = 0; s < (subleaf_indexed(l) ? 64u : 1u); s++)
+        for (uint32_t s = 0; s < (profile_subleaf_indexed(l) ? 64u : 1u); s++)
             print_leaf(l, s);
     printf("xcr0 %" PRIx64 "\n", host_xcr0());
     return 0;
@@ -1480,7 +1076,7 @@ int main(int argc, char **argv)
     }
     if (!profile || !out || i >= argc)
         usage();
-    load_profile(profile);
+    profile_load(profile);
 
     pid_t child = fork();
     if (child < 0)
