@@ -1040,18 +1040,24 @@ static void on_syscall_stop(struct thread *t)
     }
 }
 
-int main(int argc, char **argv)
+struct options {
+    const char *profile, *out;
+};
+
+/* The command line.  Returns the index of the program to run in argv; an
+ * option that is the whole job (--version, --host-profile, --print-cpuid)
+ * sets *exit_now to the exit status instead (returns -1). */
+static int parse_args(int argc, char **argv, struct options *o, int *exit_now)
 {
-    const char *profile = NULL, *out = NULL;
     int i = 1;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--")) {
             i++;
             break;
         } else if (!strcmp(argv[i], "--profile") && i + 1 < argc) {
-            profile = argv[++i];
+            o->profile = argv[++i];
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-            out = argv[++i];
+            o->out = argv[++i];
         } else if (!strcmp(argv[i], "--max-steps") && i + 1 < argc) {
             max_steps = strtoull(argv[++i], NULL, 0);
         } else if (!strcmp(argv[i], "--cpuid-mode") && i + 1 < argc) {
@@ -1065,19 +1071,26 @@ int main(int argc, char **argv)
             use_blocks = false;
         } else if (!strcmp(argv[i], "--version")) {
             puts("vc-tracer 1");
-            return 0;
+            *exit_now = 0;
+            return -1;
         } else if (!strcmp(argv[i], "--host-profile") && argc == 2) {
-            return print_host_profile();
+            *exit_now = print_host_profile();
+            return -1;
         } else if (!strcmp(argv[i], "--print-cpuid") && argc == 2) {
-            return print_seen_cpuid();
+            *exit_now = print_seen_cpuid();
+            return -1;
         } else {
             usage();
         }
     }
-    if (!profile || !out || i >= argc)
+    if (!o->profile || !o->out || i >= argc)
         usage();
-    profile_load(profile);
+    return i;
+}
 
+/* fork + PTRACE_TRACEME + exec prog; the child stops at the exec. */
+static pid_t spawn_traced(char **prog)
+{
     pid_t child = fork();
     if (child < 0)
         die("fork: %s", strerror(errno));
@@ -1086,18 +1099,25 @@ int main(int argc, char **argv)
             fprintf(stderr, "vc-tracer: PTRACE_TRACEME: %s\n", strerror(errno));
             _exit(126);
         }
-        execvp(argv[i], argv + i);
-        fprintf(stderr, "vc-tracer: cannot run %s: %s\n", argv[i], strerror(errno));
+        execvp(prog[0], prog);
+        fprintf(stderr, "vc-tracer: cannot run %s: %s\n", prog[0], strerror(errno));
         _exit(127);
     }
+    return child;
+}
+
+/* Wait for the child's exec stop and start tracing it (events, syscall
+ * stops; its exec is set up like every later one).  false when the exec
+ * failed: *code is then the child's exit status. */
+static bool attach_at_exec(pid_t child, int *code)
+{
     int st;
     if (waitpid(child, &st, 0) != child)
         die("waitpid: %s", strerror(errno));
     if (!WIFSTOPPED(st)) {
         /* exec failed: the child already said why */
-        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        write_output(out, 0, code);
-        return code;
+        *code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return false;
     }
     long opts = PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC |
                 PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
@@ -1107,9 +1127,202 @@ int main(int argc, char **argv)
     root->new_stop_seen = true;
     setup_exec(root);
     resume(root, 0);
+    return true;
+}
 
-    int exit_kind = 0, exit_val = 0;
+/* How the traced program ended: exit status (kind 0) or signal (kind 1). */
+struct program_end {
+    int kind, val;
+};
+
+/* A thread exited or was killed (t may be NULL: never seen stopped). */
+static void on_thread_gone(struct thread *t, pid_t pid, int st, pid_t child,
+                           struct program_end *end)
+{
+    if (blocks_active_tid() == pid)
+        blocks_forget(); /* killed inside a block: its memory is gone */
+    /* A thread that ends while stepping its exit / exit_group syscall did
+     * run it; any other pending step did not run. */
+    if (t && t->pending && t->stepping && WIFEXITED(st)) {
+        const struct rec *code = rec_at(t, t->pending_rip);
+        if (rec_is(code, OP_SYSCALL, 2))
+            commit(t, t->pending_rip);
+    }
+    if (pid == child) {
+        end->kind = WIFEXITED(st) ? 0 : 1;
+        end->val = WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st);
+        /* The traced program is done: anything it left running (a forked
+         * helper) is not part of the measurement and would otherwise hold
+         * the cell until its timeout.  Kill it; the loop reaps it. */
+        for (size_t i = 0; i < nthreads; i++)
+            if (threads[i]->tid != pid)
+                kill(threads[i]->tid, SIGKILL);
+    }
+    remove_thread(pid);
+}
+
+/* A PTRACE_EVENT_* stop (exec, clone, fork, vfork). */
+static void on_ptrace_event(struct thread *t, pid_t pid, unsigned event)
+{
+    unsigned long msg = 0;
+    ptrace(PTRACE_GETEVENTMSG, pid, NULL, &msg);
+    if (event == PTRACE_EVENT_EXEC) {
+        /* other threads of the old image are gone; if a non-leader exec'd,
+         * its tid became the leader's.  The execve ran. */
+        if (t->pending && t->stepping)
+            commit(t, t->pending_rip);
+        t->pending = false;
+        t->exec_pending = true;
+        t->stepping = false;
+    } else if (event == PTRACE_EVENT_CLONE || event == PTRACE_EVENT_FORK ||
+               event == PTRACE_EVENT_VFORK) {
+        /* The new thread or process starts where its creator is: in a
+         * region if the creator steps.  A thread shares the creator's
+         * space; a process gets a copy (same memory image, same int3s). */
+        pid_t ntid = (pid_t)msg;
+        struct thread *c = find_thread(ntid);
+        if (!c)
+            c = add_thread(ntid, NULL);
+        if (!c->sp) {
+            pid_t tg = tgid_of(ntid);
+            c->sp = tg == t->sp->tgid ? t->sp : new_space(tg, t->sp);
+        }
+        c->creator_seen = true;
+        if (t->stepping && !truncated)
+            start_stepping(c);
+        if (c->held) {
+            c->held = false;
+            resume(c, 0);
+        }
+    }
+    resume(t, 0); /* continues the step in flight (clone, fork...) */
+}
+
+/* A SIGTRAP that is ours (a breakpoint, a first-visit int3, a completed
+ * step, a JIT step, a signal frame while stepping): handled and resumed,
+ * true; false: the program's own, to deliver. */
+static bool on_sigtrap(struct thread *t, pid_t pid)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
+    if (si.si_code != SI_KERNEL && whole_jit_active(pid) && jit_stop(t)) {
+        resume(t, 0);
+        return true;
+    }
+    if (si.si_code == SI_KERNEL) { /* int3: one of our breakpoints? */
+        struct user_regs_struct r;
+        get_regs(pid, &r);
+        struct bp *b = find_bp(t->sp, r.rip - 1);
+        if (b) {
+            r.rip -= 1;
+            run_site(t, b, &r);
+            resume(t, 0);
+            return true;
+        }
+        if (whole_trap(t->sp->id, pid, r.rip - 1, t->stepping)) {
+            r.rip -= 1; /* first visit: the original byte is back */
+            set_regs(pid, &r);
+            resume(t, 0);
+            return true;
+        }
+    } else if ((si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT) && t->pending) {
+        /* The step completed: a step over `syscall` reports TRAP_BRKPT (the
+         * kernel's syscall-exit step report), others TRAP_TRACE. */
+        step_completed(t);
+        resume(t, 0);
+        return true;
+    } else if (si.si_code == SIGTRAP && t->pending && t->sig_injected) {
+        /* The step delivered a signal: the kernel built the handler's frame
+         * and stops at the handler's first instruction (ptrace_notify from
+         * signal delivery, si_code SIGTRAP).  The interrupted instruction
+         * has not run; it runs (and is counted) after the handler returns. */
+        t->pending = false;
+        resume(t, 0);
+        return true;
+    } else if (si.si_code == TRAP_TRACE) {
+        resume(t, 0); /* a stray step trap after the region ended */
+        return true;
+    }
+    return false;
+}
+
+/* A SIGSEGV under CPUID faulting: when it is a CPUID, answer it from the
+ * profile and resume (true); false: the program's own fault. */
+static bool on_cpuid_fault(struct thread *t, pid_t pid)
+{
+    struct user_regs_struct r;
+    get_regs(pid, &r);
+    uint8_t code[2];
+    if (read_mem(pid, r.rip, code, 2) != 2 || code[0] != 0x0f || code[1] != 0xa2)
+        return false;
+    /* if it was a step in flight, it completes here */
+    if (t->pending && t->pending_rip == r.rip) {
+        t->pending = false;
+        if (t->stepping)
+            commit(t, r.rip);
+    }
+    emulate_cpuid(pid, &r);
+    resume(t, 0);
+    return true;
+}
+
+/* A SIGILL the program gets: where and what (the output's `sigill` line). */
+static void note_sigill(struct thread *t, pid_t pid)
+{
+    struct user_regs_struct r;
+    get_regs(pid, &r);
+    const struct rec *code = rec_at(t, r.rip);
+    last_sigill.have = true;
+    last_sigill.space = t->sp->id;
+    last_sigill.addr = r.rip;
+    last_sigill.len = code->len;
+    memcpy(last_sigill.bytes, code->bytes, code->len);
+}
+
+static void debug_signal(const struct thread *t, pid_t pid, int sig)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
+    struct user_regs_struct r;
+    get_regs(pid, &r);
+    fprintf(stderr, "vc-tracer: tid %d signal %d code %d at rip %llx (stepping %d)\n", (int)pid,
+            sig, si.si_code, r.rip, t->stepping);
+}
+
+/* A signal-delivery stop of a known thread: ours (handled) or the
+ * program's (delivered). */
+static void on_signal_stop(struct thread *t, pid_t pid, int sig)
+{
+    if (sig == SIGSTOP && !t->new_stop_seen) {
+        t->new_stop_seen = true; /* the automatic stop of a new tracee */
+        resume(t, 0);
+        return;
+    }
+    t->new_stop_seen = true;
+    if (sig == SIGTRAP && on_sigtrap(t, pid))
+        return;
+    if (sig == SIGSEGV && whole_enabled && t->sp && jit_enter(t)) {
+        resume(t, 0);
+        return;
+    }
+    if (sig == SIGSEGV && t->sp && t->sp->fault && on_cpuid_fault(t, pid))
+        return;
+    if (getenv("VC_TRACER_DEBUG"))
+        debug_signal(t, pid, sig);
+    if (sig == SIGILL && t->sp)
+        note_sigill(t, pid);
+    resume(t, sig); /* any other signal: deliver it */
+}
+
+/* Every stop of every tracee until none is left; returns how the traced
+ * program (child) ended. */
+static struct program_end trace_until_done(pid_t child)
+{
+    struct program_end end = {0, 0};
     while (nthreads > 0) {
+        int st;
         pid_t pid = waitpid(-1, &st, __WALL);
         if (pid < 0) {
             if (errno == EINTR)
@@ -1117,28 +1330,8 @@ int main(int argc, char **argv)
             break;
         }
         struct thread *t = find_thread(pid);
-        if ((WIFEXITED(st) || WIFSIGNALED(st)) && blocks_active_tid() == pid)
-            blocks_forget(); /* killed inside a block: its memory is gone */
         if (WIFEXITED(st) || WIFSIGNALED(st)) {
-            /* A thread that ends while stepping its exit / exit_group
-             * syscall did run it; any other pending step did not run. */
-            if (t && t->pending && t->stepping && WIFEXITED(st)) {
-                const struct rec *code = rec_at(t, t->pending_rip);
-                if (rec_is(code, OP_SYSCALL, 2))
-                    commit(t, t->pending_rip);
-            }
-            if (pid == child) {
-                exit_kind = WIFEXITED(st) ? 0 : 1;
-                exit_val = WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st);
-                /* The traced program is done: anything it left running (a
-                 * forked helper) is not part of the measurement and would
-                 * otherwise hold the cell until its timeout.  Kill it; the
-                 * loop reaps it. */
-                for (size_t i = 0; i < nthreads; i++)
-                    if (threads[i]->tid != pid)
-                        kill(threads[i]->tid, SIGKILL);
-            }
-            remove_thread(pid);
+            on_thread_gone(t, pid, st, child, &end);
             continue;
         }
         if (!WIFSTOPPED(st))
@@ -1156,135 +1349,31 @@ int main(int argc, char **argv)
             continue;
         int sig = WSTOPSIG(st);
         unsigned event = (unsigned)st >> 16;
-        if (event) {
-            unsigned long msg = 0;
-            ptrace(PTRACE_GETEVENTMSG, pid, NULL, &msg);
-            if (event == PTRACE_EVENT_EXEC) {
-                /* other threads of the old image are gone; if a non-leader
-                 * exec'd, its tid became the leader's.  The execve ran. */
-                if (t->pending && t->stepping)
-                    commit(t, t->pending_rip);
-                t->pending = false;
-                t->exec_pending = true;
-                t->stepping = false;
-            } else if (event == PTRACE_EVENT_CLONE || event == PTRACE_EVENT_FORK ||
-                       event == PTRACE_EVENT_VFORK) {
-                /* The new thread or process starts where its creator is: in
-                 * a region if the creator steps.  A thread shares the
-                 * creator's space; a process gets a copy (same memory
-                 * image, same int3s). */
-                pid_t ntid = (pid_t)msg;
-                struct thread *c = find_thread(ntid);
-                if (!c)
-                    c = add_thread(ntid, NULL);
-                if (!c->sp) {
-                    pid_t tg = tgid_of(ntid);
-                    c->sp = tg == t->sp->tgid ? t->sp : new_space(tg, t->sp);
-                }
-                c->creator_seen = true;
-                if (t->stepping && !truncated)
-                    start_stepping(c);
-                if (c->held) {
-                    c->held = false;
-                    resume(c, 0);
-                }
-            }
-            resume(t, 0); /* continues the step in flight (clone, fork...) */
-            continue;
-        }
-        if (sig == (SIGTRAP | 0x80)) {
+        if (event)
+            on_ptrace_event(t, pid, event);
+        else if (sig == (SIGTRAP | 0x80)) {
             on_syscall_stop(t);
             resume(t, 0);
-            continue;
-        }
-        if (sig == SIGSTOP && !t->new_stop_seen) {
-            t->new_stop_seen = true; /* the automatic stop of a new tracee */
-            resume(t, 0);
-            continue;
-        }
-        t->new_stop_seen = true;
-        struct user_regs_struct r;
-        if (sig == SIGTRAP) {
-            siginfo_t si;
-            memset(&si, 0, sizeof si);
-            ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
-            if (si.si_code != SI_KERNEL && whole_jit_active(pid) && jit_stop(t)) {
-                resume(t, 0);
-                continue;
-            }
-            if (si.si_code == SI_KERNEL) { /* int3: one of our breakpoints? */
-                get_regs(pid, &r);
-                struct bp *b = find_bp(t->sp, r.rip - 1);
-                if (b) {
-                    r.rip -= 1;
-                    run_site(t, b, &r);
-                    resume(t, 0);
-                    continue;
-                }
-                if (whole_trap(t->sp->id, pid, r.rip - 1, t->stepping)) {
-                    r.rip -= 1; /* first visit: the original byte is back */
-                    set_regs(pid, &r);
-                    resume(t, 0);
-                    continue;
-                }
-            } else if ((si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT) && t->pending) {
-                /* The step completed: a step over `syscall` reports
-                 * TRAP_BRKPT (the kernel's syscall-exit step report), others
-                 * TRAP_TRACE. */
-                step_completed(t);
-                resume(t, 0);
-                continue;
-            } else if (si.si_code == SIGTRAP && t->pending && t->sig_injected) {
-                /* The step delivered a signal: the kernel built the handler's
-                 * frame and stops at the handler's first instruction
-                 * (ptrace_notify from signal delivery, si_code SIGTRAP).  The
-                 * interrupted instruction has not run; it runs (and is
-                 * counted) after the handler returns. */
-                t->pending = false;
-                resume(t, 0);
-                continue;
-            } else if (si.si_code == TRAP_TRACE) {
-                resume(t, 0); /* a stray step trap after the region ended */
-                continue;
-            }
-        } else if (sig == SIGSEGV && whole_enabled && t->sp && jit_enter(t)) {
-            resume(t, 0);
-            continue;
-        } else if (sig == SIGSEGV && t->sp && t->sp->fault) {
-            get_regs(pid, &r);
-            uint8_t code[2];
-            if (read_mem(pid, r.rip, code, 2) == 2 && code[0] == 0x0f && code[1] == 0xa2) {
-                /* a CPUID under faulting; if it was a step in flight, it
-                 * completes here */
-                if (t->pending && t->pending_rip == r.rip) {
-                    t->pending = false;
-                    if (t->stepping)
-                        commit(t, r.rip);
-                }
-                emulate_cpuid(pid, &r);
-                resume(t, 0);
-                continue;
-            }
-        }
-        if (getenv("VC_TRACER_DEBUG")) {
-            siginfo_t si;
-            memset(&si, 0, sizeof si);
-            ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
-            get_regs(pid, &r);
-            fprintf(stderr, "vc-tracer: tid %d signal %d code %d at rip %llx (stepping %d)\n",
-                    (int)pid, sig, si.si_code, r.rip, t->stepping);
-        }
-        if (sig == SIGILL && t->sp) {
-            get_regs(pid, &r);
-            const struct rec *code = rec_at(t, r.rip);
-            last_sigill.have = true;
-            last_sigill.space = t->sp->id;
-            last_sigill.addr = r.rip;
-            last_sigill.len = code->len;
-            memcpy(last_sigill.bytes, code->bytes, code->len);
-        }
-        resume(t, sig); /* any other signal: deliver it */
+        } else
+            on_signal_stop(t, pid, sig);
     }
-    write_output(out, exit_kind, exit_val);
-    return exit_kind == 0 ? exit_val : 128 + exit_val;
+    return end;
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {NULL, NULL};
+    int code = 0;
+    int prog = parse_args(argc, argv, &o, &code);
+    if (prog < 0)
+        return code;
+    profile_load(o.profile);
+    pid_t child = spawn_traced(argv + prog);
+    if (!attach_at_exec(child, &code)) {
+        write_output(o.out, 0, code);
+        return code;
+    }
+    struct program_end end = trace_until_done(child);
+    write_output(o.out, end.kind, end.val);
+    return end.kind == 0 ? end.val : 128 + end.val;
 }
