@@ -54,7 +54,7 @@ def _cffi_builder(module: str, cdef: str, headers: list[str], incs: list[Path]) 
 
 
 ffibuilder = _cffi_builder("vaescrypt._native", bi.read_cdef(ROOT),
-                           ["vaescrypt.h", "vc_dispatch_hooks.h"], bi.include_dirs(ROOT))
+                           ["vaescrypt.h"], bi.include_dirs(ROOT))
 benchbuilder = _cffi_builder("vaescrypt._bench", bi.read_bench_cdef(ROOT),
                              ["vc_bench.h"], bi.bench_include_dirs(ROOT))
 

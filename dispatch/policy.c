@@ -7,17 +7,21 @@
  *                      vc_tier_isa.h, not a copy.)
  *   vc_path_eligible   may the mode take the path at all?
  *   preference[][]     in which order are paths tried, per (mode, direction)?
- * plus two vetoes in vc_select_with (prefer-ymm parts, AVX10 without 512).
+ * plus two vetoes in vc_policy_select (prefer-ymm parts, AVX10 without 512).
+ *
+ * The policy is pure: every answer is a function of its arguments.  Which
+ * paths the linking library has code for is one of them (`built`, a mask of
+ * 1u << vc_path for one (mode, direction)); native/select.c computes it from
+ * the tier tables and is the only caller.  Nothing here refers to native/.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "vc_dispatch.h"
-#include "vc_dispatch_hooks.h"
 #include "vc_tier_isa.h"
 
 #define HAS(f, x) VC_HAS(f, x)
-#define FBIT(x) (1u << (unsigned)(x))
+#define PBIT(p) (1u << (unsigned)(p))
 
 static const char *const path_names[VC_PATH_COUNT] = {
     "generic", "aesni", "vaes_avx2", "avx10_256", "avx512",
@@ -69,29 +73,18 @@ int vc_mode_from_name(const char *name)
  * only pay off if their single-block latency beats AES-NI's.  Until the
  * measurement says so they are not in the list (they remain forceable).
  * CFB128 decryption is parallel (every E(C_{i-1}) is known up front). */
-#ifdef VC_FAULT_CFB8_VAES
-/* FAULT BUILD ONLY (mutation test "CFB8 must never run VAES"): CFB8 tries
- * the wide paths first and vc_select_with skips the eligibility rule for it,
- * so on a VAES CPU it lands on whichever VAES tier carries the fault's cfb8
- * functions (avx512 or vaes_avx2; avx10_256 has none and is passed over). */
-#define CFB8_PREFERENCE {WIDE_FIRST, WIDE_FIRST}
-#define FAULT_IGNORES_ELIGIBILITY(m) ((m) == VC_MODE_CFB8)
-#else
-#define CFB8_PREFERENCE {{VC_PATH_AESNI, VC_PATH_GENERIC, END}, {VC_PATH_AESNI, VC_PATH_GENERIC, END}}
-#define FAULT_IGNORES_ELIGIBILITY(m) 0
-#endif
-
 static const int preference[VC_MODE_COUNT][VC_DIR_COUNT][VC_PATH_COUNT + 1] = {
     [VC_MODE_GCM] = {WIDE_FIRST, WIDE_FIRST},
     [VC_MODE_CFB128] = {
-        /* FLIP HERE when wide CFB128 encryption measures faster than aesni: */
+        /* Becomes WIDE_FIRST when wide CFB128 encryption measures faster
+         * than aesni (see above). */
         [VC_DIR_ENCRYPT] = {VC_PATH_AESNI, VC_PATH_GENERIC, END},
-        /* [VC_DIR_ENCRYPT] = WIDE_FIRST, */
         [VC_DIR_DECRYPT] = WIDE_FIRST,
     },
     /* Eligibility (below) removes the VAES paths; listing only what may run
      * keeps the table honest. */
-    [VC_MODE_CFB8] = CFB8_PREFERENCE,
+    [VC_MODE_CFB8] = {{VC_PATH_AESNI, VC_PATH_GENERIC, END},
+                      {VC_PATH_AESNI, VC_PATH_GENERIC, END}},
     [VC_MODE_CFB1] = {{VC_PATH_AESNI, VC_PATH_GENERIC, END},
                       {VC_PATH_AESNI, VC_PATH_GENERIC, END}},
 };
@@ -132,10 +125,6 @@ static uint32_t path_missing_for(const vc_cpu_features *f, vc_mode mode, vc_path
     /* An AVX10/256 CPU runs the EVEX ymm code without reporting AVX-512. */
     if (p == VC_PATH_AVX10_256 && HAS(f, VC_F_AVX10) && HAS(f, VC_F_AVX10_256))
         have |= VC_ISA_AVX10_STANDS_IN;
-#ifdef VC_FAULT_IGNORE_XCR0
-    /* Mutation-test fault: pretend the OS always saves ymm/zmm state. */
-    have |= FBIT(VC_F_OS_YMM) | FBIT(VC_F_OS_EVEX);
-#endif
     return path_needs(mode, p) & ~have;
 }
 
@@ -184,47 +173,34 @@ static const char *veto(const vc_cpu_features *f, vc_path p)
     return NULL;
 }
 
-/* weak: dispatch/ links without native/ (then every path is implemented). */
-#pragma weak vc_path_implemented
-static int implemented(vc_mode m, vc_dir d, vc_path p)
-{
-    return vc_path_implemented ? vc_path_implemented(m, d, p) : 1;
-}
-
 static int valid(vc_mode m, vc_dir d)
 {
     return (unsigned)m < VC_MODE_COUNT && (unsigned)d < VC_DIR_COUNT;
 }
 
-vc_path vc_select_with(const vc_cpu_features *f, vc_mode m, vc_dir d)
+vc_path vc_policy_select(const vc_cpu_features *f, vc_mode m, vc_dir d, uint32_t built)
 {
     if (!valid(m, d))
         return VC_PATH_GENERIC;
     for (const int *p = preference[m][d]; *p != END; p++) {
         vc_path path = (vc_path)*p;
-        if ((FAULT_IGNORES_ELIGIBILITY(m) || vc_path_eligible(m, d, path)) &&
-            path_missing_for(f, m, path) == 0 &&
-            !veto(f, path) && implemented(m, d, path))
+        if (vc_path_eligible(m, d, path) && path_missing_for(f, m, path) == 0 &&
+            !veto(f, path) && (built & PBIT(path)))
             return path;
     }
     return VC_PATH_GENERIC;
 }
 
-vc_path vc_select(vc_mode m, vc_dir d)
+int vc_policy_available(const vc_cpu_features *f, vc_mode m, vc_dir d, uint32_t built,
+                        int out[VC_PATH_COUNT])
 {
-    return vc_select_with(vc_cpu_features_get(), m, d);
-}
-
-int vc_available(vc_mode m, vc_dir d, int out[VC_PATH_COUNT])
-{
-    const vc_cpu_features *f = vc_cpu_features_get();
     int n = 0;
     if (!valid(m, d))
         return 0;
     for (const int *p = preference[m][d]; *p != END; p++) {
         vc_path path = (vc_path)*p;
         if (vc_path_eligible(m, d, path) && path_missing_for(f, m, path) == 0 &&
-            implemented(m, d, path))
+            (built & PBIT(path)))
             out[n++] = path;
     }
     return n;
@@ -243,7 +219,8 @@ static void put(char *buf, int buflen, int *pos, const char *s)
     *pos += (int)len;
 }
 
-int vc_explain(const vc_cpu_features *f, vc_mode m, vc_dir d, char *buf, int buflen)
+int vc_policy_explain(const vc_cpu_features *f, vc_mode m, vc_dir d, uint32_t built, char *buf,
+                      int buflen)
 {
     int pos = 0;
     char tmp[160];
@@ -253,7 +230,7 @@ int vc_explain(const vc_cpu_features *f, vc_mode m, vc_dir d, char *buf, int buf
         put(buf, buflen, &pos, "invalid mode or direction");
         return pos;
     }
-    vc_path chosen = vc_select_with(f, m, d);
+    vc_path chosen = vc_policy_select(f, m, d, built);
     snprintf(tmp, sizeof tmp, "%s/%s -> %s", vc_mode_name(m), vc_dir_name(d),
              vc_path_name(chosen));
     put(buf, buflen, &pos, tmp);

@@ -1,6 +1,6 @@
 /*
- * front.c - path -> tier table, "is this operation built?", path resolution
- * for the mode front-ends, status messages and the version string.
+ * front.c - path resolution for the mode front-ends (through select.c),
+ * aligned allocation, fork watching, status messages and the version string.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,42 +37,6 @@ void vc_fork_watch(void)
 unsigned long vc_fork_generation(void)
 {
     return atomic_load_explicit(&fork_generation, memory_order_relaxed);
-}
-
-static const vc_tier *const tiers[VC_PATH_COUNT] = {
-    [VC_PATH_GENERIC] = &vc_tier_generic,
-    [VC_PATH_AESNI] = &vc_tier_aesni,
-    [VC_PATH_VAES_AVX2] = &vc_tier_vaes_avx2,
-    [VC_PATH_AVX10_256] = &vc_tier_avx10_256,
-    [VC_PATH_AVX512] = &vc_tier_avx512,
-};
-
-const vc_tier *vc_tier_get(vc_path p)
-{
-    return (unsigned)p < VC_PATH_COUNT ? tiers[p] : NULL;
-}
-
-/* The operations a (mode, direction) calls on its tier.  A placeholder tier
- * (NULL members) therefore never gets selected or forced. */
-int vc_path_implemented(vc_mode m, vc_dir d, vc_path p)
-{
-    const vc_tier *t = vc_tier_get(p);
-    int enc = d == VC_DIR_ENCRYPT;
-    if (!t || (unsigned)d >= VC_DIR_COUNT || !t->setkey)
-        return 0;
-    switch (m) {
-    case VC_MODE_GCM:
-        return t->encrypt_block && t->ghash_init && t->ghash &&
-               (enc ? t->gcm_enc != NULL : t->gcm_dec != NULL);
-    case VC_MODE_CFB128: /* encrypt_block: partial segments */
-        return t->encrypt_block && (enc ? t->cfb128_enc != NULL : t->cfb128_dec != NULL);
-    case VC_MODE_CFB8:
-        return enc ? t->cfb8_enc != NULL : t->cfb8_dec != NULL;
-    case VC_MODE_CFB1:
-        return enc ? t->cfb1_enc != NULL : t->cfb1_dec != NULL;
-    default:
-        return 0;
-    }
 }
 
 int vc_front_resolve(vc_mode m, vc_dir d, int impl, vc_path *path)
@@ -139,7 +103,12 @@ const char *vc_status_message(int status)
     }
 }
 
+/* The build passes src/sdematrix/_version.py's __version__
+ * (src/vaescrypt/_buildinfo.py: version_define). */
+#ifndef VC_VERSION
+#error "VC_VERSION is not defined: build with src/vaescrypt/_buildinfo.py's flags"
+#endif
 const char *vc_version(void)
 {
-    return "0.1.0";
+    return VC_VERSION;
 }

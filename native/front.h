@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 
 #include "internal.h"
-#include "vc_dispatch_hooks.h"
+#include "vaescrypt.h"
 
 /* Resolve impl (VC_PATH_AUTO or a vc_path) for (mode, dir) into *path.
  * VC_OK, VC_ERR_CPU_MASK (bad VAESCRYPT_CPU_MASK), VC_ERR_ARGUMENT (no such

@@ -115,7 +115,7 @@ void vc_aesni_encrypt_block(const vc_aes_key *k, const uint8_t in[16], uint8_t o
 /* Generic helpers (tier_generic.c): bitsliced schedule from k->rk. */
 void vc_generic_setkey_bs(vc_aes_key *k);
 
-/* Path -> tier table (front.c). */
+/* Path -> tier table (tiers.c). */
 const vc_tier *vc_tier_get(vc_path p);
 
 /* Constant-time helpers (util.c). */
@@ -134,11 +134,5 @@ static inline void vc_secure_zero(void *p, size_t n)
     memset(p, 0, n);
     __asm__ __volatile__("" : : "r"(p) : "memory");
 }
-
-/* Compile-time faults for the mutation checks (issue: teeth).  Only the test
- * suite defines these, in a separate build; never in a normal build. */
-#if defined(VC_FAULT_CFB8_VAES) || defined(VC_FAULT_AVX10_ZMM) || defined(VC_FAULT_IGNORE_XCR0)
-#define VC_FAULT_BUILD 1
-#endif
 
 #endif

@@ -44,12 +44,6 @@
 /* [prev.lane1, cur.lane0]: VALIGNQ by 2 qwords */
 #define v_shift_in(cur, prev) _mm256_alignr_epi64((cur), (prev), 2)
 
-#ifdef VC_FAULT_AVX10_ZMM
-/* FAULT BUILD ONLY (mutation test "avx10_256 must never touch zmm"): one
- * harmless zmm instruction in the GCM flow. */
-#define VC_GCM_FAULT() __asm__ volatile("vpxorq %%zmm31, %%zmm31, %%zmm31" ::: "xmm31")
-#endif
-
 /* 32 vector registers hold 8 keystream vectors beside the round keys: the
  * one-shot short pass covers 256 bytes, as on zmm. */
 #define VC_SHORT_V 8

@@ -75,43 +75,6 @@ static inline __attribute__((target(VC_TGT))) __m512i v_hxor(__m512i v)
 
 #include "vaes_common.h"
 
-#ifdef VC_FAULT_CFB8_VAES
-/* FAULT BUILD ONLY (mutation test "CFB8 must never run VAES"): a correct
- * CFB8 whose block cipher is a 1-lane zmm VAESENC chain, so a CFB8 call
- * mis-routed to this tier shows 512-bit VAES in the instruction mix. */
-static VC_FN void vc_avx512_cfb8(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in,
-                                  uint8_t *out, size_t len, int enc)
-{
-    for (size_t i = 0; i < len; i++) {
-        __m512i s = _mm512_xor_si512(v_lane0_load(iv), v_bcast(k->rk[0]));
-        for (unsigned r = 1; r < k->rounds; r++)
-            s = _mm512_aesenc_epi128(s, v_bcast(k->rk[r]));
-        s = _mm512_aesenclast_epi128(s, v_bcast(k->rk[k->rounds]));
-        const uint8_t b = in[i]; /* read first: in == out allowed */
-        const uint8_t o = (uint8_t)(b ^ (uint8_t)_mm_cvtsi128_si32(_mm512_castsi512_si128(s)));
-        out[i] = o;
-        const uint8_t c = enc ? o : b; /* the ciphertext byte is fed back */
-        memmove(iv, iv + 1, 15);
-        iv[15] = c;
-    }
-}
-static VC_FN void vc_avx512_cfb8_enc(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in,
-                                      uint8_t *out, size_t len)
-{
-    vc_avx512_cfb8(k, iv, in, out, len, 1);
-}
-static VC_FN void vc_avx512_cfb8_dec(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in,
-                                      uint8_t *out, size_t len)
-{
-    vc_avx512_cfb8(k, iv, in, out, len, 0);
-}
-#define VC_CFB8_ENC vc_avx512_cfb8_enc
-#define VC_CFB8_DEC vc_avx512_cfb8_dec
-#else
-#define VC_CFB8_ENC NULL /* CFB8/CFB1 never take a VAES path */
-#define VC_CFB8_DEC NULL
-#endif
-
 const vc_tier vc_tier_avx512 = {
     .path = VC_PATH_AVX512,
     .setkey = vc_aesni_setkey,
@@ -123,8 +86,8 @@ const vc_tier vc_tier_avx512 = {
     .gcm_oneshot = vc_avx512_gcm_oneshot,
     .cfb128_enc = vc_avx512_cfb128_enc,
     .cfb128_dec = vc_avx512_cfb128_dec,
-    .cfb8_enc = VC_CFB8_ENC,
-    .cfb8_dec = VC_CFB8_DEC,
+    .cfb8_enc = NULL, /* CFB8/CFB1 never take a VAES path */
+    .cfb8_dec = NULL,
     .cfb1_enc = NULL,
     .cfb1_dec = NULL,
 };

@@ -138,43 +138,6 @@ static inline __attribute__((always_inline, target(VC_TGT))) int vc_vex_tag_eq(_
 
 #include "vaes_common.h"
 
-#ifdef VC_FAULT_CFB8_VAES
-/* FAULT BUILD ONLY (mutation test "CFB8 must never run VAES"): a correct
- * CFB8 whose block cipher is a 1-lane ymm VAESENC chain, so a CFB8 call
- * mis-routed to this tier shows VAES in the instruction mix. */
-static VC_FN void vc_vaes_avx2_cfb8(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in,
-                                    uint8_t *out, size_t len, int enc)
-{
-    for (size_t i = 0; i < len; i++) {
-        __m256i s = _mm256_xor_si256(v_lane0_load(iv), v_bcast(k->rk[0]));
-        for (unsigned r = 1; r < k->rounds; r++)
-            s = _mm256_aesenc_epi128(s, v_bcast(k->rk[r]));
-        s = _mm256_aesenclast_epi128(s, v_bcast(k->rk[k->rounds]));
-        const uint8_t b = in[i]; /* read first: in == out allowed */
-        const uint8_t o = (uint8_t)(b ^ (uint8_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(s)));
-        out[i] = o;
-        const uint8_t c = enc ? o : b; /* the ciphertext byte is fed back */
-        memmove(iv, iv + 1, 15);
-        iv[15] = c;
-    }
-}
-static VC_FN void vc_vaes_avx2_cfb8_enc(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in,
-                                        uint8_t *out, size_t len)
-{
-    vc_vaes_avx2_cfb8(k, iv, in, out, len, 1);
-}
-static VC_FN void vc_vaes_avx2_cfb8_dec(const vc_aes_key *k, uint8_t iv[16], const uint8_t *in,
-                                        uint8_t *out, size_t len)
-{
-    vc_vaes_avx2_cfb8(k, iv, in, out, len, 0);
-}
-#define VC_CFB8_ENC vc_vaes_avx2_cfb8_enc
-#define VC_CFB8_DEC vc_vaes_avx2_cfb8_dec
-#else
-#define VC_CFB8_ENC NULL /* CFB8/CFB1 never take a VAES path */
-#define VC_CFB8_DEC NULL
-#endif
-
 const vc_tier vc_tier_vaes_avx2 = {
     .path = VC_PATH_VAES_AVX2,
     .setkey = vc_aesni_setkey,
@@ -186,8 +149,8 @@ const vc_tier vc_tier_vaes_avx2 = {
     .gcm_oneshot = vc_vaes_avx2_gcm_oneshot,
     .cfb128_enc = vc_vaes_avx2_cfb128_enc,
     .cfb128_dec = vc_vaes_avx2_cfb128_dec,
-    .cfb8_enc = VC_CFB8_ENC,
-    .cfb8_dec = VC_CFB8_DEC,
+    .cfb8_enc = NULL, /* CFB8/CFB1 never take a VAES path */
+    .cfb8_dec = NULL,
     .cfb1_enc = NULL,
     .cfb1_dec = NULL,
 };

@@ -503,9 +503,6 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
     size_t np = 0; /* enc: batches written but not hashed, just before op */
     vc_v x[VC_DBL_ON ? 8 : 4];
     size_t done = 0;
-#ifdef VC_GCM_FAULT
-    VC_GCM_FAULT();
-#endif
 
     for (;;) {
         const uint8_t *ip = in + done;
@@ -912,10 +909,6 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
         r -= full;
     }
 
-#ifdef VC_GCM_FAULT
-    if (!long_route) /* once per message: a long one ran it in gcm_crypt */
-        VC_GCM_FAULT();
-#endif
     VC_KEYS_LOAD(k);
     __m128i ekj0 = j0;
     VC_AES_XMM(ekj0);

@@ -121,10 +121,11 @@ def test_timeout_scale_reads_the_environment(monkeypatch: pytest.MonkeyPatch) ->
             timeout_scale()
 
 
-# The fault handler's CPUID branch in vc-tracer's event loop: after the
+# The fault handler's CPUID branch (vc-tracer's on_cpuid_fault): after the
 # emulation (which advances RIP past the 2-byte CPUID), the tracee resumes.
 _FAULT_BRANCH = re.compile(
-    r"(\n(\s*)emulate_cpuid\(pid, &r\);\n\s*resume\(t, 0\);\n\s*continue;\n\s*\}\n\s*\}\n\s*if \(getenv\(\"VC_TRACER_DEBUG\"\)\))"
+    r"(\nstatic bool on_cpuid_fault\(struct thread \*t, pid_t pid\)\n\{\n(?:.*\n)*?"
+    r"(\s*)emulate_cpuid\(pid, &r\);\n\s*resume\(t, 0\);\n\s*return true;\n\})"
 )
 
 

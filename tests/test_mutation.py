@@ -3,9 +3,11 @@ compile-time fault must make `sdematrix run --backend ptrace` fail exactly the
 cells the fault touches, with reasons that name what went wrong; the same
 cells pass with a probe built the same way without a fault.
 
-Each probe variant is built once per session with
-``_buildinfo.build_probe(dir/vc-probe, ["-DVC_FAULT_..."])`` (the file name
-matters: the signatures are scoped to the image ``vc-probe*``).
+Each probe variant is built once per session by
+``doubles.fault_builds.build_probe(bi, dir/vc-probe, fault)``: the library plus
+the fault's test-only source (tests/data/mutation/fault_*.c) linked with
+``-Wl,--wrap=`` for the symbols it replaces (the file name matters: the
+signatures are scoped to the image ``vc-probe*``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 from _by_path import buildinfo
+from doubles import fault_builds
 from doubles.sdematrix_cli import (
     SHIPPED_MATRIX,
     JunitCase,
@@ -54,7 +57,7 @@ def probe_variant(tmp_path_factory: pytest.TempPathFactory) -> ProbeFactory:
         key = fault or "none"
         if key not in built:
             dest = tmp_path_factory.mktemp(f"probe-{key.lower()}") / "vc-probe"
-            bi.build_probe(dest, [f"-DVC_FAULT_{fault}"] if fault else [])
+            fault_builds.build_probe(bi, dest, fault)
             built[key] = dest
         return built[key]
 

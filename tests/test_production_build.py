@@ -6,12 +6,13 @@
   and the production extension vaescrypt._native must not contain it: no
   vc_bench_* in its cffi lib, none in its dynamic symbol table (`nm -D`), no
   "libcrypto" string and no dlopen import.
-- The VC_FAULT_* mutation faults are compile-time switches used only by the
-  test suite's fault builds of the probe (tests/test_mutation.py).  A fault
-  build exports the marker `vc_fault_build` (native/fault_marker.c); the
-  production extension and the shipped vc-probe must have neither the marker
-  nor any "VC_FAULT" bytes, and the marker must appear when a fault is defined
-  (so the check has teeth).
+- The mutation faults are test-only sources (tests/data/mutation/fault_*.c)
+  that only the test suite's fault builds of the probe link in
+  (tests/doubles/fault_builds.py, tests/test_mutation.py); no library source
+  mentions a fault.  A fault source exports the marker `vc_fault_build`
+  (tests/data/mutation/fault_marker.h); the production extension and the
+  shipped vc-probe must have neither the marker nor any "VC_FAULT" bytes, and
+  the marker must appear in every fault build (so the check has teeth).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from _by_path import buildinfo
+from doubles import fault_builds
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -103,7 +105,12 @@ def test_shipped_probe_is_not_a_fault_build() -> None:
 def test_production_sources_and_flags() -> None:
     bi = buildinfo()
     lib_srcs = bi.library_sources(ROOT)
-    assert ROOT / "native" / "fault_marker.c" in lib_srcs
+    fault_srcs = {f.source for f in fault_builds.FAULTS.values()}
+    assert fault_srcs and not fault_srcs & set(lib_srcs)
+    # no library source or header knows of a fault (the faults wrap symbols)
+    for src in [*lib_srcs, *(ROOT / "native").rglob("*.h"), *(ROOT / "dispatch").rglob("*.h")]:
+        text = src.read_text()
+        assert "VC_FAULT" not in text and "vc_fault" not in text, f"{src} carries fault code"
     assert not [s for s in lib_srcs if "bench" in s.relative_to(ROOT).parts or "bench" in s.name]
     assert [s.name for s in bi.bench_sources(ROOT)] == ["bench.c"]
     assert not [f for f in bi.our_cflags() if "VC_FAULT" in f]
@@ -112,20 +119,21 @@ def test_production_sources_and_flags() -> None:
         assert "vc_bench" not in src.read_text(), f"{src} refers to the benchmark harness"
 
 
-@pytest.mark.parametrize("fault", [None, "CFB8_VAES", "AVX10_ZMM", "IGNORE_XCR0"])
+@pytest.mark.parametrize("fault", [None, *sorted(fault_builds.FAULTS)])
 def test_fault_marker_appears_exactly_in_fault_builds(fault: str | None,
                                                       tmp_path: Path) -> None:
-    """native/fault_marker.c compiled like the mutation tests compile it."""
+    """The objects of a probe built like the mutation tests build it: the
+    library's never carry the marker, a fault build's fault source does."""
     bi = buildinfo()
     if not bi.have_compiler():
         pytest.fail("no C compiler: the production build check needs one (ci/bootstrap.sh)")
-    defines = [f"-DVC_FAULT_{fault}"] if fault else []
-    (obj,) = bi.compile_objects([ROOT / "native" / "fault_marker.c"], tmp_path, root=ROOT,
-                                defines=defines)
-    syms = _symbols(_nm(obj))
-    if fault is None:
-        assert "vc_fault_build" not in syms
-        assert b"VC_FAULT" not in obj.read_bytes()
-    else:
-        assert "vc_fault_build" in syms
+    extra = [fault_builds.FAULTS[fault].source] if fault else []
+    objs = bi.compile_objects([*bi.library_sources(ROOT), *extra], tmp_path, root=ROOT)
+    lib_objs, fault_objs = objs[: len(objs) - len(extra)], objs[len(objs) - len(extra):]
+    for obj in lib_objs:
+        assert "vc_fault_build" not in _symbols(_nm(obj)), obj
+        assert b"VC_FAULT" not in obj.read_bytes(), obj
+    for obj in fault_objs:
+        assert "vc_fault_build" in _symbols(_nm(obj))
         assert f"VC_FAULT_BUILD: {fault}".encode() in obj.read_bytes()
+    assert len(fault_objs) == (1 if fault else 0)

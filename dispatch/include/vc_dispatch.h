@@ -110,18 +110,27 @@ int vc_mode_from_name(const char *name);
 
 /* Can this CPU + OS execute the path's instructions at all? */
 int vc_path_supported(const vc_cpu_features *f, vc_path p);
+/* vc_path_supported for one mode: the aesni path needs PCLMULQDQ and SSSE3
+ * for GCM only; CFB modes need AES alone (see vc_tier_isa.h). */
+int vc_path_supported_for(const vc_cpu_features *f, vc_mode m, vc_path p);
 /* Is the path allowed for the mode (CFB8/CFB1: never a VAES path)? */
 int vc_path_eligible(vc_mode m, vc_dir d, vc_path p);
-/* The policy: the first path of the (mode, direction) preference list that is
- * eligible, supported and not vetoed by a preference (prefer-ymm, 512-bit not
- * allowed).  Never fails: generic is always last. */
-vc_path vc_select_with(const vc_cpu_features *f, vc_mode m, vc_dir d);
-vc_path vc_select(vc_mode m, vc_dir d);
-/* Paths usable for the mode on this CPU, best first (the preference order,
- * supported and eligible).  Returns the count written to out[]. */
-int vc_available(vc_mode m, vc_dir d, int out[VC_PATH_COUNT]);
-/* A one-line explanation of why vc_select_with picks what it picks. */
-int vc_explain(const vc_cpu_features *f, vc_mode m, vc_dir d, char *buf, int buflen);
+
+/* The policy, pure: `built` is the mask (1u << vc_path) of the paths the
+ * linking library has code for in (m, d); the library computes it (for
+ * vaescrypt: native/select.c, which also offers vc_select() & co.).
+ *
+ * vc_policy_select: the first path of the (mode, direction) preference list
+ * that is eligible, supported, built and not vetoed by a preference
+ * (prefer-ymm, 512-bit not allowed).  Never fails: generic is always last. */
+vc_path vc_policy_select(const vc_cpu_features *f, vc_mode m, vc_dir d, uint32_t built);
+/* Paths usable for the mode, best first (the preference order, supported,
+ * eligible and built).  Returns the count written to out[]. */
+int vc_policy_available(const vc_cpu_features *f, vc_mode m, vc_dir d, uint32_t built,
+                        int out[VC_PATH_COUNT]);
+/* A one-line explanation of why vc_policy_select picks what it picks. */
+int vc_policy_explain(const vc_cpu_features *f, vc_mode m, vc_dir d, uint32_t built, char *buf,
+                      int buflen);
 
 #ifdef __cplusplus
 }

@@ -121,6 +121,19 @@ int vc_cfb_stream_update(vc_cfb_stream *s, const uint8_t *in, uint8_t *out, size
 /* ------------------------------------------------------------ version -- */
 const char *vc_version(void);
 
+/* Path selection for this library (native/select.c): the pure policy of
+ * vc_dispatch.h given the paths this library has code for. */
+/* 1 when the library has every operation (mode, dir) needs on path p. */
+int vc_path_implemented(vc_mode m, vc_dir d, vc_path p);
+/* The policy for the CPU described by f / for this CPU. */
+vc_path vc_select_with(const vc_cpu_features *f, vc_mode m, vc_dir d);
+vc_path vc_select(vc_mode m, vc_dir d);
+/* Paths usable for the mode on this CPU, best first.  Returns the count
+ * written to out[]. */
+int vc_available(vc_mode m, vc_dir d, int out[VC_PATH_COUNT]);
+/* A one-line explanation of why vc_select_with picks what it picks. */
+int vc_explain(const vc_cpu_features *f, vc_mode m, vc_dir d, char *buf, int buflen);
+
 #ifdef __cplusplus
 }
 #endif

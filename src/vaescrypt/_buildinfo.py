@@ -7,7 +7,9 @@ standard library is used here.
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -35,6 +37,8 @@ SANITIZE_FLAGS: tuple[str, ...] = ("-fsanitize=address,undefined", "-fno-omit-fr
 THREAD_FLAGS: tuple[str, ...] = ("-pthread",)
 
 CDEF_RELPATH = Path("src/vaescrypt/_cdef.h")
+#: The one place the version is written; vc_version() returns it too.
+VERSION_RELPATH = Path("src/sdematrix/_version.py")
 BENCH_CDEF_RELPATH = Path("src/vaescrypt/_bench_cdef.h")
 
 
@@ -93,8 +97,26 @@ def read_bench_cdef(root: Path = REPO_ROOT) -> str:
     return (root / BENCH_CDEF_RELPATH).read_text()
 
 
+def version(root: Path = REPO_ROOT) -> str:
+    """__version__ of src/sdematrix/_version.py, read without importing it."""
+    path = root / VERSION_RELPATH
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [
+            "__version__"
+        ]:
+            value = ast.literal_eval(node.value)
+            if isinstance(value, str) and re.fullmatch(r"[0-9A-Za-z.+-]+", value):
+                return value
+    raise BuildError(f"{path}: no __version__ = '<version>' to build vc_version() from")
+
+
+def version_define(root: Path = REPO_ROOT) -> str:
+    """-DVC_VERSION="x.y.z": native/front.c's vc_version() returns it."""
+    return f'-DVC_VERSION="{version(root)}"'
+
+
 def our_cflags(defines: Sequence[str] = ()) -> list[str]:
-    flags = [*C_STD_FLAGS, *THREAD_FLAGS, *defines]
+    flags = [*C_STD_FLAGS, *THREAD_FLAGS, version_define(), *defines]
     if sanitize_enabled():
         flags += SANITIZE_FLAGS
     return flags
@@ -160,22 +182,28 @@ def build_probe(
     *,
     root: Path = REPO_ROOT,
     work_dir: Path | None = None,
+    extra_sources: Sequence[Path] = (),
+    link_args: Sequence[str] = (),
 ) -> Path:
     """Build vc-probe (library + dispatcher + native/probe) into dest.
 
-    defines: extra compiler arguments such as "-DVC_FAULT_CFB8_VAES" for the
-    mutation checks.  Raises BuildError when the probe has no sources yet.
+    defines: extra compiler arguments.  extra_sources and link_args: more
+    objects and linker arguments (the test suite's mutation builds link a
+    test-only source with -Wl,--wrap=...).  Raises BuildError when the probe
+    has no sources yet.
     """
     srcs = probe_sources(root)
     if not srcs:
         raise BuildError(f"no probe sources with a main() under {root / 'native' / 'probe'}")
     if work_dir is None:
         with tempfile.TemporaryDirectory(prefix="vc-probe-") as tmp:
-            return build_probe(dest, defines, root=root, work_dir=Path(tmp))
-    objs = compile_objects([*library_sources(root), *srcs], work_dir, root=root, defines=defines)
+            return build_probe(dest, defines, root=root, work_dir=Path(tmp),
+                               extra_sources=extra_sources, link_args=link_args)
+    objs = compile_objects([*library_sources(root), *srcs, *extra_sources], work_dir, root=root,
+                           defines=defines)
     # -z now: resolve every symbol at start-up, so no lazy PLT binding (ld.so
     # code) runs inside the probe's marked region and inflates traced mixes.
-    return link_executable(objs, dest, extra=["-Wl,-z,now"])
+    return link_executable(objs, dest, extra=["-Wl,-z,now", *link_args])
 
 
 def build_tracer(dest: Path, *, root: Path = REPO_ROOT, work_dir: Path) -> Path:

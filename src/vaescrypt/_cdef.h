@@ -1,7 +1,6 @@
 /* cffi declarations: what the Python binding may call.  Plain declarations
- * mirroring native/include/vaescrypt.h, dispatch/include/vc_dispatch.h and
- * dispatch/include/vc_dispatch_hooks.h (API mode: the C compiler checks them
- * against the real headers). */
+ * mirroring native/include/vaescrypt.h and dispatch/include/vc_dispatch.h
+ * (API mode: the C compiler checks them against the real headers). */
 
 typedef enum vc_path {
     VC_PATH_GENERIC = 0,

@@ -27,6 +27,7 @@ and UBSan.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import shutil
@@ -97,6 +98,16 @@ def _includes() -> list[str]:
     return [f"-I{ROOT / d}" for d in ("native", "native/include", "dispatch/include")]
 
 
+def _version_define() -> str:
+    """native/front.c's VC_VERSION, as the production build defines it."""
+    spec = importlib.util.spec_from_file_location(
+        "_vc_buildinfo_for_fuzz", ROOT / "src" / "vaescrypt" / "_buildinfo.py")
+    assert spec is not None and spec.loader is not None
+    bi = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bi)
+    return str(bi.version_define(ROOT))
+
+
 def _keeps_cmp_tracing(src: Path) -> bool:
     """Comparison tracing only where the branches depend on the input: the
     mode front-ends (lengths, phases, partial blocks) and front.c.  In the
@@ -110,7 +121,8 @@ def _compile_cmd(src: Path, obj: Path, extra: Sequence[str]) -> list[str]:
     flags = ["-mprefer-vector-width=256"]  # see the module docstring
     if not _keeps_cmp_tracing(src):
         flags.append("-fno-sanitize-coverage=trace-cmp")
-    return [*clang(), *COMMON, *extra, *flags, *_includes(), "-c", str(src), "-o", str(obj)]
+    return [*clang(), *COMMON, *extra, *flags, _version_define(), *_includes(), "-c", str(src),
+            "-o", str(obj)]
 
 
 def build(out_dir: Path, harness: str = "gcm", *, teeth: bool = False, jobs: int = 2) -> Path:

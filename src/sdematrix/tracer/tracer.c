@@ -59,7 +59,7 @@
  * region are not intercepted in bp mode (XGETBV in no mode).
  * Output file: see write_output() (`sigill SPACE ADDR BYTES`: the last SIGILL
  * delivered, at the faulting instruction; `tzcnt_zero SPACE ADDR N`: TZCNTs
- * seen run with a zero source, see tzcnt_note()).
+ * seen run with a zero source, see tzcnt.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -84,6 +84,10 @@
 #include <cpuid.h>
 
 #include "blocks.h"
+#include "fatal.h"
+#include "profile.h"
+#include "tracee_mem.h"
+#include "tzcnt.h"
 #include "whole.h"
 
 #define ARCH_SET_CPUID 0x1012
@@ -92,18 +96,7 @@
 #define MARK_STOP 0x222u
 #define PROT_EXEC_BIT 0x4
 
-enum site_kind { SITE_CPUID, SITE_XGETBV, SITE_MARK, SITE_FUNC };
 enum cpuid_mode { MODE_AUTO, MODE_FAULT, MODE_BP };
-
-struct leaf {
-    uint32_t leaf, sub, a, b, c, d;
-};
-
-struct site {          /* from the profile: a file offset in an image */
-    enum site_kind kind;
-    uint64_t off;
-    char *path;
-};
 
 struct bp {            /* an armed breakpoint in one address space */
     uint64_t addr;
@@ -154,14 +147,8 @@ struct rec {           /* per (space, address) execution count */
 };
 
 /* ---- global state ---------------------------------------------------- */
-static struct leaf *leaves;
-static size_t nleaves;
-static uint64_t xcr0_model = 0x7;
-static bool have_xcr0;
-static struct site *sites;
-static size_t nsites;
-static char **images, **unscanned; /* profile `image` records; reported paths */
-static size_t nimages, nunscanned;
+static char **unscanned; /* reported paths (`unscanned` lines) */
+static size_t nunscanned;
 static enum cpuid_mode want_mode = MODE_AUTO;
 static uint64_t max_steps = 200000000ull;
 
@@ -193,230 +180,8 @@ static struct {
     uint8_t len;
 } last_sigill;
 
-static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("vc-tracer: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(125);
-}
-
-static void *xrealloc(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        die("out of memory");
-    return q;
-}
-
 /* ---- profile ------------------------------------------------------------ */
-static size_t capleaves, capsites;
-
-/* One profile record (also the answers of whole mode's image server, see
- * whole_ask); `where` names the source for the error message. */
-void profile_record(const char *line, const char *where)
-{
-    if (!strncmp(line, "cpuid ", 6)) {
-        struct leaf l;
-        if (sscanf(line + 6, "%" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32 " %" SCNx32
-                   " %" SCNx32, &l.leaf, &l.sub, &l.a, &l.b, &l.c, &l.d) != 6)
-            die("%s: bad cpuid line", where);
-        if (nleaves == capleaves)
-            leaves = xrealloc(leaves, (capleaves = capleaves * 2 + 16) * sizeof *leaves);
-        leaves[nleaves++] = l;
-    } else if (!strncmp(line, "xcr0 ", 5)) {
-        if (sscanf(line + 5, "%" SCNx64, &xcr0_model) != 1)
-            die("%s: bad xcr0 line", where);
-        have_xcr0 = true;
-    } else if (!strncmp(line, "bounds ", 7)) {
-        if (whole_load_bounds(line + 7))
-            die("%s: bad bounds line (file unreadable?)", where);
-    } else if (!strncmp(line, "ask ", 4)) {
-        if (whole_set_server(line + 4))
-            die("%s: bad ask line", where);
-    } else if (!strncmp(line, "image ", 6)) {
-        images = xrealloc(images, (nimages + 1) * sizeof *images);
-        images[nimages++] = strdup(line + 6);
-    } else if (!strncmp(line, "site ", 5)) {
-        char kind[16];
-        uint64_t off;
-        int pos = 0;
-        if (sscanf(line + 5, "%15s %" SCNx64 " %n", kind, &off, &pos) != 2 || !pos)
-            die("%s: bad site line", where);
-        struct site s = {.off = off, .path = strdup(line + 5 + pos)};
-        if (!strcmp(kind, "cpuid"))
-            s.kind = SITE_CPUID;
-        else if (!strcmp(kind, "xgetbv"))
-            s.kind = SITE_XGETBV;
-        else if (!strcmp(kind, "mark"))
-            s.kind = SITE_MARK;
-        else if (!strcmp(kind, "func"))
-            s.kind = SITE_FUNC;
-        else
-            die("%s: unknown site kind %s", where, kind);
-        if (nsites == capsites)
-            sites = xrealloc(sites, (capsites = capsites * 2 + 64) * sizeof *sites);
-        sites[nsites++] = s;
-    } else {
-        /* block-stepping records (blocks.c): `blocks PATH` then `b ...` lines */
-        int b = blocks_profile_line(line);
-        if (b < 0)
-            die("%s: bad block record", where);
-        if (b == 0)
-            die("%s: unknown record", where);
-    }
-}
-
-static void load_profile(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        die("cannot open profile %s: %s", path, strerror(errno));
-    /* getline, not a fixed buffer: a record longer than a buffer (a long
-     * path, a block of thousands of instructions) must not be cut, because
-     * its tail would then be read as a record of its own.  A NUL inside a
-     * line would hide the rest of it from the string functions: refused. */
-    char *line = NULL, where[4200];
-    size_t cap = 0;
-    ssize_t got;
-    int lineno = 0;
-    while ((got = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        size_t n = (size_t)got;
-        snprintf(where, sizeof where, "%.4096s:%d", path, lineno);
-        if (strlen(line) != n)
-            die("%s: NUL byte in a profile record", where);
-        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = 0;
-        if (!n || line[0] == '#')
-            continue;
-        profile_record(line, where);
-    }
-    free(line);
-    fclose(f);
-    if (!have_xcr0)
-        die("%s: no xcr0 record", path);
-}
-
-static const struct leaf *find_leaf(uint32_t leaf, uint32_t sub)
-{
-    for (size_t i = 0; i < nleaves; i++)
-        if (leaves[i].leaf == leaf && leaves[i].sub == sub)
-            return &leaves[i];
-    return NULL;
-}
-
-/* Leaves whose output depends on ECX (the subleaf); others ignore it. */
-static bool subleaf_indexed(uint32_t leaf)
-{
-    static const uint32_t idx[] = {4,    7,    0xb,  0xd,  0xf,  0x10, 0x12, 0x14,
-                                   0x17, 0x18, 0x1a, 0x1b, 0x1d, 0x1e, 0x1f, 0x20,
-                                   0x23, 0x24, 0x8000001d, 0x80000020, 0x80000026};
-    for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++)
-        if (idx[i] == leaf)
-            return true;
-    return false;
-}
-
-/* The model's answer, following hardware rules for leaves it does not list:
- * above the max basic / extended leaf an Intel CPU returns the highest basic
- * leaf's data, an AMD CPU zeros; an unlisted leaf or subleaf below the max is
- * zeros.  XSAVE area sizes (leaf 0xD EBX/ECX, subleaf 1 EBX) are raised to at
- * least the host's: the real XCR0 stays the host's, so XSAVE writes the host's
- * state size and a smaller buffer would be overrun. */
-static void answer_cpuid(uint32_t leaf, uint32_t sub, uint32_t out[4])
-{
-    out[0] = out[1] = out[2] = out[3] = 0;
-    const struct leaf *l0 = find_leaf(0, 0);
-    const struct leaf *e0 = find_leaf(0x80000000u, 0);
-    uint32_t max_basic = l0 ? l0->a : 0;
-    uint32_t max_ext = e0 ? e0->a : 0;
-    bool intel = l0 && l0->b == 0x756e6547u; /* "Genu" */
-    uint32_t q = leaf;
-    if (leaf < 0x40000000u) {
-        if (leaf > max_basic) {
-            if (!intel)
-                return;
-            q = max_basic;
-        }
-    } else if (leaf >= 0x80000000u && leaf < 0x90000000u) {
-        if (leaf > max_ext) {
-            if (!intel)
-                return;
-            q = max_basic;
-        }
-    }
-    uint32_t s = subleaf_indexed(q) ? sub : 0;
-    const struct leaf *l = find_leaf(q, s);
-    if (l) {
-        out[0] = l->a;
-        out[1] = l->b;
-        out[2] = l->c;
-        out[3] = l->d;
-    }
-    if (q == 0xd && (s == 0 || s == 1)) {
-        unsigned a, b, c, d;
-        __cpuid_count(0xd, s, a, b, c, d);
-        (void)a;
-        (void)d;
-        if (out[1] < b)
-            out[1] = b;
-        if (s == 0 && out[2] < c)
-            out[2] = c;
-    }
-}
-
 /* ---- memory access -------------------------------------------------------- */
-static int peek_byte(pid_t pid, uint64_t addr, uint8_t *out)
-{
-    errno = 0;
-    long w = ptrace(PTRACE_PEEKDATA, pid, (void *)addr, NULL);
-    if (errno)
-        return -1;
-    *out = (uint8_t)(w & 0xff);
-    return 0;
-}
-
-static int poke_byte(pid_t pid, uint64_t addr, uint8_t v)
-{
-    errno = 0;
-    long w = ptrace(PTRACE_PEEKDATA, pid, (void *)addr, NULL);
-    if (errno)
-        return -1;
-    w = (long)(((unsigned long)w & ~0xfful) | v);
-    return ptrace(PTRACE_POKEDATA, pid, (void *)addr, (void *)w) == 0 ? 0 : -1;
-}
-
-/* Read up to n bytes; a read crossing into an unmapped page is cut short. */
-static size_t read_mem(pid_t pid, uint64_t addr, uint8_t *buf, size_t n)
-{
-    struct iovec local = {buf, n}, remote = {(void *)addr, n};
-    ssize_t r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (r > 0)
-        return (size_t)r;
-    size_t to_page = 4096 - (addr & 4095);
-    if (to_page < n) {
-        local.iov_len = remote.iov_len = to_page;
-        r = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-        if (r > 0)
-            return (size_t)r;
-    }
-    /* Fall back to PEEKDATA (works where process_vm_readv is refused). */
-    size_t got = 0;
-    while (got < n) {
-        errno = 0;
-        long w = ptrace(PTRACE_PEEKDATA, pid, (void *)(addr + got), NULL);
-        if (errno)
-            break;
-        for (int i = 0; i < 8 && got < n; i++)
-            buf[got++] = (uint8_t)((unsigned long)w >> (8 * i));
-    }
-    return got;
-}
-
 /* ---- spaces, threads, breakpoints ----------------------------------------- */
 static struct space *new_space(pid_t tgid, const struct space *copy_from)
 {
@@ -522,16 +287,12 @@ static void merge_maps(struct space *sp, pid_t pid);
 /* Note an executable file mapping the profile knows nothing about. */
 static void check_scanned(const char *img)
 {
-    for (size_t i = 0; i < nimages; i++)
-        if (!strcmp(images[i], img))
-            return;
-    for (size_t i = 0; i < nsites; i++)
-        if (!strcmp(sites[i].path, img))
-            return;
+    if (profile_knows_image(img))
+        return;
     for (size_t i = 0; i < nunscanned; i++)
         if (!strcmp(unscanned[i], img))
             return;
-    if (whole_ask(img)) /* whole mode: the image server sent its records */
+    if (profile_ask(img)) /* whole mode: the image server sent its records */
         return;
     unscanned = xrealloc(unscanned, (nunscanned + 1) * sizeof *unscanned);
     unscanned[nunscanned++] = strdup(img);
@@ -556,6 +317,8 @@ static void arm_space(struct space *sp, pid_t pid)
         const char *img = line + pos;
         check_scanned(img);
         blocks_note_mapping(sp->id, lo, hi, off, img);
+        size_t nsites;
+        const struct site *sites = profile_sites(&nsites);
         for (size_t i = 0; i < nsites; i++) {
             const struct site *s = &sites[i];
             if (s->kind == SITE_CPUID && sp->fault)
@@ -698,172 +461,6 @@ static void setup_exec(struct thread *t)
     arm_space(sp, t->tid);
 }
 
-/* ---- TZCNT of zero -------------------------------------------------------------- */
-/* F3 0F BC /r is TZCNT on a CPU with BMI1 and BSF on one without (Intel SDM
- * TZCNT: "On processors that do not support TZCNT, the instruction byte
- * encoding is executed as BSF").  The two agree for a non-zero source (the
- * index of the lowest set bit) and differ for zero: TZCNT returns the operand
- * size, BSF leaves the destination undefined.  So before such an instruction
- * runs where the tracer stops at it (a stepped region's single step, a
- * block's last instruction -- blocks end at every F3-prefixed instruction --,
- * a JIT step, a first-visit trap) its source operand is read, and the
- * executions with a zero source are counted per address; sdematrix decides
- * whether the model lacks BMI1. */
-struct tzz {
-    int space;
-    uint64_t addr;
-    uint64_t count;
-};
-static struct tzz *tzz;
-static size_t ntzz, captzz;
-
-/* user_regs_struct field of general register n (ModRM/SIB numbering + REX) */
-static uint64_t gpr(const struct user_regs_struct *r, unsigned n)
-{
-    switch (n & 15) {
-    case 0: return r->rax;
-    case 1: return r->rcx;
-    case 2: return r->rdx;
-    case 3: return r->rbx;
-    case 4: return r->rsp;
-    case 5: return r->rbp;
-    case 6: return r->rsi;
-    case 7: return r->rdi;
-    case 8: return r->r8;
-    case 9: return r->r9;
-    case 10: return r->r10;
-    case 11: return r->r11;
-    case 12: return r->r12;
-    case 13: return r->r13;
-    case 14: return r->r14;
-    default: return r->r15;
-    }
-}
-
-static int64_t disp_at(const uint8_t *b, size_t i, size_t width)
-{
-    if (width == 1)
-        return (int8_t)b[i];
-    int32_t d;
-    memcpy(&d, b + i, 4);
-    return d;
-}
-
-/* The instruction at `rip` (bytes b[0..n)) when it is TZCNT: true and its
- * source operand in *val; false for anything else or an unreadable source.
- * Decodes legacy prefixes (the last of F2/F3 is the refining one), REX,
- * 0F BC, ModRM, SIB and displacement; the source is a register or memory
- * (RIP-relative, FS/GS-based, 32-bit addressing) of 16, 32 or 64 bits. */
-static bool tzcnt_source(pid_t tid, uint64_t rip, const uint8_t *b, size_t n,
-                         const struct user_regs_struct *r, uint64_t *val)
-{
-    size_t i = 0;
-    uint8_t rep = 0, rex = 0;
-    bool opsize = false, addr32 = false;
-    int seg = 0; /* 0 none (flat), 4 FS, 5 GS */
-    for (; i < n && i < 14; i++) {
-        uint8_t c = b[i];
-        if (c == 0xf2 || c == 0xf3)
-            rep = c;
-        else if (c == 0x66)
-            opsize = true;
-        else if (c == 0x67)
-            addr32 = true;
-        else if (c == 0x64)
-            seg = 4;
-        else if (c == 0x65)
-            seg = 5;
-        else if (c == 0x2e || c == 0x36 || c == 0x3e || c == 0x26 || c == 0xf0)
-            continue; /* CS/SS/DS/ES: no segment base in 64-bit mode */
-        else
-            break;
-    }
-    if (rep != 0xf3)
-        return false;
-    if (i < n && (b[i] & 0xf0) == 0x40)
-        rex = b[i++];
-    if (i + 3 > n || b[i] != 0x0f || b[i + 1] != 0xbc)
-        return false;
-    i += 2;
-    uint8_t modrm = b[i++];
-    unsigned mod = modrm >> 6, rm = modrm & 7;
-    size_t size = (rex & 8) ? 8 : opsize ? 2 : 4;
-    uint64_t mask = size == 8 ? ~0ull : (1ull << (8 * size)) - 1;
-    if (mod == 3) {
-        *val = gpr(r, rm | ((rex & 1u) << 3)) & mask;
-        return true;
-    }
-    uint64_t ea = 0;
-    bool riprel = false;
-    size_t dw = mod == 1 ? 1 : mod == 2 ? 4 : 0;
-    if (rm == 4) {
-        if (i >= n)
-            return false;
-        uint8_t sib = b[i++];
-        unsigned idx = ((sib >> 3) & 7) | ((rex & 2u) << 2), base = sib & 7;
-        if (idx != 4)
-            ea += gpr(r, idx) << (sib >> 6);
-        if (base == 5 && mod == 0)
-            dw = 4;
-        else
-            ea += gpr(r, base | ((rex & 1u) << 3));
-    } else if (rm == 5 && mod == 0) {
-        riprel = true;
-        dw = 4;
-    } else {
-        ea = gpr(r, rm | ((rex & 1u) << 3));
-    }
-    if (i + dw > n)
-        return false;
-    if (dw)
-        ea += (uint64_t)disp_at(b, i, dw);
-    i += dw;
-    if (riprel)
-        ea += rip + i;
-    if (addr32)
-        ea &= 0xffffffffu;
-    if (seg == 4)
-        ea += r->fs_base;
-    else if (seg == 5)
-        ea += r->gs_base;
-    uint8_t buf[8] = {0};
-    if (read_mem(tid, ea, buf, size) != size)
-        return false;
-    uint64_t v = 0;
-    memcpy(&v, buf, size);
-    *val = v & mask;
-    return true;
-}
-
-void tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *b, size_t n)
-{
-    /* cheap filter before any syscall: F3 first (compilers put it there),
-     * or among the prefixes, and 0F BC within the first 8 bytes */
-    if (n < 4 || !memchr(b, 0xf3, n < 5 ? n : 5))
-        return;
-    bool op = false;
-    for (size_t k = 0; k + 1 < n && k < 7 && !op; k++)
-        op = b[k] == 0x0f && b[k + 1] == 0xbc;
-    if (!op)
-        return;
-    struct user_regs_struct r;
-    if (ptrace(PTRACE_GETREGS, tid, NULL, &r))
-        return;
-    uint64_t v;
-    if (!tzcnt_source(tid, rip, b, n, &r, &v) || v != 0)
-        return;
-    for (size_t k = 0; k < ntzz; k++)
-        if (tzz[k].addr == rip && tzz[k].space == space) {
-            tzz[k].count++;
-            return;
-        }
-    if (ntzz == captzz) {
-        captzz = captzz ? 2 * captzz : 16;
-        tzz = xrealloc(tzz, captzz * sizeof *tzz);
-    }
-    tzz[ntzz++] = (struct tzz){space, rip, 1};
-}
-
 /* ---- recording --------------------------------------------------------------- */
 static bool has_rep_prefix(const uint8_t *b, size_t n)
 {
@@ -978,7 +575,7 @@ static void start_stepping(struct thread *t)
 static void emulate_cpuid(pid_t pid, struct user_regs_struct *r)
 {
     uint32_t out[4];
-    answer_cpuid((uint32_t)r->rax, (uint32_t)r->rcx, out);
+    profile_answer_cpuid((uint32_t)r->rax, (uint32_t)r->rcx, out);
     r->rax = out[0];
     r->rbx = out[1];
     r->rcx = out[2];
@@ -991,8 +588,9 @@ static void emulate_cpuid(pid_t pid, struct user_regs_struct *r)
 /* XGETBV(0) answers the model's XCR0 (the caller checked ECX == 0). */
 static void emulate_xgetbv(pid_t pid, struct user_regs_struct *r)
 {
-    r->rax = (uint32_t)xcr0_model;
-    r->rdx = (uint32_t)(xcr0_model >> 32);
+    const uint64_t xcr0 = profile_xcr0();
+    r->rax = (uint32_t)xcr0;
+    r->rdx = (uint32_t)(xcr0 >> 32);
     r->rip += 3;
     set_regs(pid, r);
     n_xgetbv++;
@@ -1339,10 +937,8 @@ static void write_output(const char *path, int exit_kind, int exit_val)
         fputc('\n', f);
     }
     free(list);
-    whole_write(f);
-    for (size_t k = 0; k < ntzz; k++)
-        fprintf(f, "tzcnt_zero %d %" PRIx64 " %" PRIu64 "\n", tzz[k].space, tzz[k].addr,
-                tzz[k].count);
+    whole_write(f, profile_asked());
+    tzcnt_write(f);
     if (last_sigill.have) {
         fprintf(f, "sigill %d %" PRIx64 " ", last_sigill.space, last_sigill.addr);
         for (size_t k = 0; k < last_sigill.len; k++)
@@ -1385,10 +981,10 @@ static int print_host_profile(void)
     __cpuid(0, max_basic, b, c, d);
     __cpuid(0x80000000u, max_ext, b, c, d);
     for (uint32_t l = 0; l <= max_basic && l < 0x100; l++)
-        for (uint32_t s = 0; s < (subleaf_indexed(l) ? 64u : 1u); s++)
+        for (uint32_t s = 0; s < (profile_subleaf_indexed(l) ? 64u : 1u); s++)
             print_leaf(l, s);
     for (uint32_t l = 0x80000000u; l <= max_ext && l < 0x80000100u; l++)
-        for (uint32_t s = 0; s < (subleaf_indexed(l) ? 64u : 1u); s++)
+        for (uint32_t s = 0; s < (profile_subleaf_indexed(l) ? 64u : 1u); s++)
             print_leaf(l, s);
     printf("xcr0 %" PRIx64 "\n", host_xcr0());
     return 0;
@@ -1444,18 +1040,24 @@ static void on_syscall_stop(struct thread *t)
     }
 }
 
-int main(int argc, char **argv)
+struct options {
+    const char *profile, *out;
+};
+
+/* The command line.  Returns the index of the program to run in argv; an
+ * option that is the whole job (--version, --host-profile, --print-cpuid)
+ * sets *exit_now to the exit status instead (returns -1). */
+static int parse_args(int argc, char **argv, struct options *o, int *exit_now)
 {
-    const char *profile = NULL, *out = NULL;
     int i = 1;
     for (; i < argc; i++) {
         if (!strcmp(argv[i], "--")) {
             i++;
             break;
         } else if (!strcmp(argv[i], "--profile") && i + 1 < argc) {
-            profile = argv[++i];
+            o->profile = argv[++i];
         } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-            out = argv[++i];
+            o->out = argv[++i];
         } else if (!strcmp(argv[i], "--max-steps") && i + 1 < argc) {
             max_steps = strtoull(argv[++i], NULL, 0);
         } else if (!strcmp(argv[i], "--cpuid-mode") && i + 1 < argc) {
@@ -1469,19 +1071,26 @@ int main(int argc, char **argv)
             use_blocks = false;
         } else if (!strcmp(argv[i], "--version")) {
             puts("vc-tracer 1");
-            return 0;
+            *exit_now = 0;
+            return -1;
         } else if (!strcmp(argv[i], "--host-profile") && argc == 2) {
-            return print_host_profile();
+            *exit_now = print_host_profile();
+            return -1;
         } else if (!strcmp(argv[i], "--print-cpuid") && argc == 2) {
-            return print_seen_cpuid();
+            *exit_now = print_seen_cpuid();
+            return -1;
         } else {
             usage();
         }
     }
-    if (!profile || !out || i >= argc)
+    if (!o->profile || !o->out || i >= argc)
         usage();
-    load_profile(profile);
+    return i;
+}
 
+/* fork + PTRACE_TRACEME + exec prog; the child stops at the exec. */
+static pid_t spawn_traced(char **prog)
+{
     pid_t child = fork();
     if (child < 0)
         die("fork: %s", strerror(errno));
@@ -1490,18 +1099,25 @@ int main(int argc, char **argv)
             fprintf(stderr, "vc-tracer: PTRACE_TRACEME: %s\n", strerror(errno));
             _exit(126);
         }
-        execvp(argv[i], argv + i);
-        fprintf(stderr, "vc-tracer: cannot run %s: %s\n", argv[i], strerror(errno));
+        execvp(prog[0], prog);
+        fprintf(stderr, "vc-tracer: cannot run %s: %s\n", prog[0], strerror(errno));
         _exit(127);
     }
+    return child;
+}
+
+/* Wait for the child's exec stop and start tracing it (events, syscall
+ * stops; its exec is set up like every later one).  false when the exec
+ * failed: *code is then the child's exit status. */
+static bool attach_at_exec(pid_t child, int *code)
+{
     int st;
     if (waitpid(child, &st, 0) != child)
         die("waitpid: %s", strerror(errno));
     if (!WIFSTOPPED(st)) {
         /* exec failed: the child already said why */
-        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        write_output(out, 0, code);
-        return code;
+        *code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return false;
     }
     long opts = PTRACE_O_EXITKILL | PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACEEXEC |
                 PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
@@ -1511,9 +1127,202 @@ int main(int argc, char **argv)
     root->new_stop_seen = true;
     setup_exec(root);
     resume(root, 0);
+    return true;
+}
 
-    int exit_kind = 0, exit_val = 0;
+/* How the traced program ended: exit status (kind 0) or signal (kind 1). */
+struct program_end {
+    int kind, val;
+};
+
+/* A thread exited or was killed (t may be NULL: never seen stopped). */
+static void on_thread_gone(struct thread *t, pid_t pid, int st, pid_t child,
+                           struct program_end *end)
+{
+    if (blocks_active_tid() == pid)
+        blocks_forget(); /* killed inside a block: its memory is gone */
+    /* A thread that ends while stepping its exit / exit_group syscall did
+     * run it; any other pending step did not run. */
+    if (t && t->pending && t->stepping && WIFEXITED(st)) {
+        const struct rec *code = rec_at(t, t->pending_rip);
+        if (rec_is(code, OP_SYSCALL, 2))
+            commit(t, t->pending_rip);
+    }
+    if (pid == child) {
+        end->kind = WIFEXITED(st) ? 0 : 1;
+        end->val = WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st);
+        /* The traced program is done: anything it left running (a forked
+         * helper) is not part of the measurement and would otherwise hold
+         * the cell until its timeout.  Kill it; the loop reaps it. */
+        for (size_t i = 0; i < nthreads; i++)
+            if (threads[i]->tid != pid)
+                kill(threads[i]->tid, SIGKILL);
+    }
+    remove_thread(pid);
+}
+
+/* A PTRACE_EVENT_* stop (exec, clone, fork, vfork). */
+static void on_ptrace_event(struct thread *t, pid_t pid, unsigned event)
+{
+    unsigned long msg = 0;
+    ptrace(PTRACE_GETEVENTMSG, pid, NULL, &msg);
+    if (event == PTRACE_EVENT_EXEC) {
+        /* other threads of the old image are gone; if a non-leader exec'd,
+         * its tid became the leader's.  The execve ran. */
+        if (t->pending && t->stepping)
+            commit(t, t->pending_rip);
+        t->pending = false;
+        t->exec_pending = true;
+        t->stepping = false;
+    } else if (event == PTRACE_EVENT_CLONE || event == PTRACE_EVENT_FORK ||
+               event == PTRACE_EVENT_VFORK) {
+        /* The new thread or process starts where its creator is: in a
+         * region if the creator steps.  A thread shares the creator's
+         * space; a process gets a copy (same memory image, same int3s). */
+        pid_t ntid = (pid_t)msg;
+        struct thread *c = find_thread(ntid);
+        if (!c)
+            c = add_thread(ntid, NULL);
+        if (!c->sp) {
+            pid_t tg = tgid_of(ntid);
+            c->sp = tg == t->sp->tgid ? t->sp : new_space(tg, t->sp);
+        }
+        c->creator_seen = true;
+        if (t->stepping && !truncated)
+            start_stepping(c);
+        if (c->held) {
+            c->held = false;
+            resume(c, 0);
+        }
+    }
+    resume(t, 0); /* continues the step in flight (clone, fork...) */
+}
+
+/* A SIGTRAP that is ours (a breakpoint, a first-visit int3, a completed
+ * step, a JIT step, a signal frame while stepping): handled and resumed,
+ * true; false: the program's own, to deliver. */
+static bool on_sigtrap(struct thread *t, pid_t pid)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
+    if (si.si_code != SI_KERNEL && whole_jit_active(pid) && jit_stop(t)) {
+        resume(t, 0);
+        return true;
+    }
+    if (si.si_code == SI_KERNEL) { /* int3: one of our breakpoints? */
+        struct user_regs_struct r;
+        get_regs(pid, &r);
+        struct bp *b = find_bp(t->sp, r.rip - 1);
+        if (b) {
+            r.rip -= 1;
+            run_site(t, b, &r);
+            resume(t, 0);
+            return true;
+        }
+        if (whole_trap(t->sp->id, pid, r.rip - 1, t->stepping)) {
+            r.rip -= 1; /* first visit: the original byte is back */
+            set_regs(pid, &r);
+            resume(t, 0);
+            return true;
+        }
+    } else if ((si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT) && t->pending) {
+        /* The step completed: a step over `syscall` reports TRAP_BRKPT (the
+         * kernel's syscall-exit step report), others TRAP_TRACE. */
+        step_completed(t);
+        resume(t, 0);
+        return true;
+    } else if (si.si_code == SIGTRAP && t->pending && t->sig_injected) {
+        /* The step delivered a signal: the kernel built the handler's frame
+         * and stops at the handler's first instruction (ptrace_notify from
+         * signal delivery, si_code SIGTRAP).  The interrupted instruction
+         * has not run; it runs (and is counted) after the handler returns. */
+        t->pending = false;
+        resume(t, 0);
+        return true;
+    } else if (si.si_code == TRAP_TRACE) {
+        resume(t, 0); /* a stray step trap after the region ended */
+        return true;
+    }
+    return false;
+}
+
+/* A SIGSEGV under CPUID faulting: when it is a CPUID, answer it from the
+ * profile and resume (true); false: the program's own fault. */
+static bool on_cpuid_fault(struct thread *t, pid_t pid)
+{
+    struct user_regs_struct r;
+    get_regs(pid, &r);
+    uint8_t code[2];
+    if (read_mem(pid, r.rip, code, 2) != 2 || code[0] != 0x0f || code[1] != 0xa2)
+        return false;
+    /* if it was a step in flight, it completes here */
+    if (t->pending && t->pending_rip == r.rip) {
+        t->pending = false;
+        if (t->stepping)
+            commit(t, r.rip);
+    }
+    emulate_cpuid(pid, &r);
+    resume(t, 0);
+    return true;
+}
+
+/* A SIGILL the program gets: where and what (the output's `sigill` line). */
+static void note_sigill(struct thread *t, pid_t pid)
+{
+    struct user_regs_struct r;
+    get_regs(pid, &r);
+    const struct rec *code = rec_at(t, r.rip);
+    last_sigill.have = true;
+    last_sigill.space = t->sp->id;
+    last_sigill.addr = r.rip;
+    last_sigill.len = code->len;
+    memcpy(last_sigill.bytes, code->bytes, code->len);
+}
+
+static void debug_signal(const struct thread *t, pid_t pid, int sig)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
+    struct user_regs_struct r;
+    get_regs(pid, &r);
+    fprintf(stderr, "vc-tracer: tid %d signal %d code %d at rip %llx (stepping %d)\n", (int)pid,
+            sig, si.si_code, r.rip, t->stepping);
+}
+
+/* A signal-delivery stop of a known thread: ours (handled) or the
+ * program's (delivered). */
+static void on_signal_stop(struct thread *t, pid_t pid, int sig)
+{
+    if (sig == SIGSTOP && !t->new_stop_seen) {
+        t->new_stop_seen = true; /* the automatic stop of a new tracee */
+        resume(t, 0);
+        return;
+    }
+    t->new_stop_seen = true;
+    if (sig == SIGTRAP && on_sigtrap(t, pid))
+        return;
+    if (sig == SIGSEGV && whole_enabled && t->sp && jit_enter(t)) {
+        resume(t, 0);
+        return;
+    }
+    if (sig == SIGSEGV && t->sp && t->sp->fault && on_cpuid_fault(t, pid))
+        return;
+    if (getenv("VC_TRACER_DEBUG"))
+        debug_signal(t, pid, sig);
+    if (sig == SIGILL && t->sp)
+        note_sigill(t, pid);
+    resume(t, sig); /* any other signal: deliver it */
+}
+
+/* Every stop of every tracee until none is left; returns how the traced
+ * program (child) ended. */
+static struct program_end trace_until_done(pid_t child)
+{
+    struct program_end end = {0, 0};
     while (nthreads > 0) {
+        int st;
         pid_t pid = waitpid(-1, &st, __WALL);
         if (pid < 0) {
             if (errno == EINTR)
@@ -1521,28 +1330,8 @@ int main(int argc, char **argv)
             break;
         }
         struct thread *t = find_thread(pid);
-        if ((WIFEXITED(st) || WIFSIGNALED(st)) && blocks_active_tid() == pid)
-            blocks_forget(); /* killed inside a block: its memory is gone */
         if (WIFEXITED(st) || WIFSIGNALED(st)) {
-            /* A thread that ends while stepping its exit / exit_group
-             * syscall did run it; any other pending step did not run. */
-            if (t && t->pending && t->stepping && WIFEXITED(st)) {
-                const struct rec *code = rec_at(t, t->pending_rip);
-                if (rec_is(code, OP_SYSCALL, 2))
-                    commit(t, t->pending_rip);
-            }
-            if (pid == child) {
-                exit_kind = WIFEXITED(st) ? 0 : 1;
-                exit_val = WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st);
-                /* The traced program is done: anything it left running (a
-                 * forked helper) is not part of the measurement and would
-                 * otherwise hold the cell until its timeout.  Kill it; the
-                 * loop reaps it. */
-                for (size_t i = 0; i < nthreads; i++)
-                    if (threads[i]->tid != pid)
-                        kill(threads[i]->tid, SIGKILL);
-            }
-            remove_thread(pid);
+            on_thread_gone(t, pid, st, child, &end);
             continue;
         }
         if (!WIFSTOPPED(st))
@@ -1560,135 +1349,31 @@ int main(int argc, char **argv)
             continue;
         int sig = WSTOPSIG(st);
         unsigned event = (unsigned)st >> 16;
-        if (event) {
-            unsigned long msg = 0;
-            ptrace(PTRACE_GETEVENTMSG, pid, NULL, &msg);
-            if (event == PTRACE_EVENT_EXEC) {
-                /* other threads of the old image are gone; if a non-leader
-                 * exec'd, its tid became the leader's.  The execve ran. */
-                if (t->pending && t->stepping)
-                    commit(t, t->pending_rip);
-                t->pending = false;
-                t->exec_pending = true;
-                t->stepping = false;
-            } else if (event == PTRACE_EVENT_CLONE || event == PTRACE_EVENT_FORK ||
-                       event == PTRACE_EVENT_VFORK) {
-                /* The new thread or process starts where its creator is: in
-                 * a region if the creator steps.  A thread shares the
-                 * creator's space; a process gets a copy (same memory
-                 * image, same int3s). */
-                pid_t ntid = (pid_t)msg;
-                struct thread *c = find_thread(ntid);
-                if (!c)
-                    c = add_thread(ntid, NULL);
-                if (!c->sp) {
-                    pid_t tg = tgid_of(ntid);
-                    c->sp = tg == t->sp->tgid ? t->sp : new_space(tg, t->sp);
-                }
-                c->creator_seen = true;
-                if (t->stepping && !truncated)
-                    start_stepping(c);
-                if (c->held) {
-                    c->held = false;
-                    resume(c, 0);
-                }
-            }
-            resume(t, 0); /* continues the step in flight (clone, fork...) */
-            continue;
-        }
-        if (sig == (SIGTRAP | 0x80)) {
+        if (event)
+            on_ptrace_event(t, pid, event);
+        else if (sig == (SIGTRAP | 0x80)) {
             on_syscall_stop(t);
             resume(t, 0);
-            continue;
-        }
-        if (sig == SIGSTOP && !t->new_stop_seen) {
-            t->new_stop_seen = true; /* the automatic stop of a new tracee */
-            resume(t, 0);
-            continue;
-        }
-        t->new_stop_seen = true;
-        struct user_regs_struct r;
-        if (sig == SIGTRAP) {
-            siginfo_t si;
-            memset(&si, 0, sizeof si);
-            ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
-            if (si.si_code != SI_KERNEL && whole_jit_active(pid) && jit_stop(t)) {
-                resume(t, 0);
-                continue;
-            }
-            if (si.si_code == SI_KERNEL) { /* int3: one of our breakpoints? */
-                get_regs(pid, &r);
-                struct bp *b = find_bp(t->sp, r.rip - 1);
-                if (b) {
-                    r.rip -= 1;
-                    run_site(t, b, &r);
-                    resume(t, 0);
-                    continue;
-                }
-                if (whole_trap(t->sp->id, pid, r.rip - 1, t->stepping)) {
-                    r.rip -= 1; /* first visit: the original byte is back */
-                    set_regs(pid, &r);
-                    resume(t, 0);
-                    continue;
-                }
-            } else if ((si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT) && t->pending) {
-                /* The step completed: a step over `syscall` reports
-                 * TRAP_BRKPT (the kernel's syscall-exit step report), others
-                 * TRAP_TRACE. */
-                step_completed(t);
-                resume(t, 0);
-                continue;
-            } else if (si.si_code == SIGTRAP && t->pending && t->sig_injected) {
-                /* The step delivered a signal: the kernel built the handler's
-                 * frame and stops at the handler's first instruction
-                 * (ptrace_notify from signal delivery, si_code SIGTRAP).  The
-                 * interrupted instruction has not run; it runs (and is
-                 * counted) after the handler returns. */
-                t->pending = false;
-                resume(t, 0);
-                continue;
-            } else if (si.si_code == TRAP_TRACE) {
-                resume(t, 0); /* a stray step trap after the region ended */
-                continue;
-            }
-        } else if (sig == SIGSEGV && whole_enabled && t->sp && jit_enter(t)) {
-            resume(t, 0);
-            continue;
-        } else if (sig == SIGSEGV && t->sp && t->sp->fault) {
-            get_regs(pid, &r);
-            uint8_t code[2];
-            if (read_mem(pid, r.rip, code, 2) == 2 && code[0] == 0x0f && code[1] == 0xa2) {
-                /* a CPUID under faulting; if it was a step in flight, it
-                 * completes here */
-                if (t->pending && t->pending_rip == r.rip) {
-                    t->pending = false;
-                    if (t->stepping)
-                        commit(t, r.rip);
-                }
-                emulate_cpuid(pid, &r);
-                resume(t, 0);
-                continue;
-            }
-        }
-        if (getenv("VC_TRACER_DEBUG")) {
-            siginfo_t si;
-            memset(&si, 0, sizeof si);
-            ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
-            get_regs(pid, &r);
-            fprintf(stderr, "vc-tracer: tid %d signal %d code %d at rip %llx (stepping %d)\n",
-                    (int)pid, sig, si.si_code, r.rip, t->stepping);
-        }
-        if (sig == SIGILL && t->sp) {
-            get_regs(pid, &r);
-            const struct rec *code = rec_at(t, r.rip);
-            last_sigill.have = true;
-            last_sigill.space = t->sp->id;
-            last_sigill.addr = r.rip;
-            last_sigill.len = code->len;
-            memcpy(last_sigill.bytes, code->bytes, code->len);
-        }
-        resume(t, sig); /* any other signal: deliver it */
+        } else
+            on_signal_stop(t, pid, sig);
     }
-    write_output(out, exit_kind, exit_val);
-    return exit_kind == 0 ? exit_val : 128 + exit_val;
+    return end;
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {NULL, NULL};
+    int code = 0;
+    int prog = parse_args(argc, argv, &o, &code);
+    if (prog < 0)
+        return code;
+    profile_load(o.profile);
+    pid_t child = spawn_traced(argv + prog);
+    if (!attach_at_exec(child, &code)) {
+        write_output(o.out, 0, code);
+        return code;
+    }
+    struct program_end end = trace_until_done(child);
+    write_output(o.out, end.kind, end.val);
+    return end.kind == 0 ? end.val : 128 + end.val;
 }

@@ -29,16 +29,18 @@
  *
  * Images the profile does not list (dlopen'd modules, the programs a child
  * execs) are asked for while the program waits: with `ask REQFD RESPFD` in
- * the profile, the tracer writes the image's path as one line to REQFD at
- * the first executable mapping of it, and reads profile records (`image`,
- * `site`, `bounds`) from RESPFD up to a line `end` (sdematrix.exec_run's
- * server computes them).  So one run covers every image with no second pass.
+ * the profile, the tracer (profile.c: profile_ask) writes the image's path
+ * as one line to REQFD at the first executable mapping of it, and reads
+ * profile records (`image`, `site`, `bounds`) from RESPFD up to a line `end`
+ * (sdematrix.exec_run's server computes them).  So one run covers every image with no second pass.
  *
  * Output lines (written by whole_write): `whole_planted N`, `whole_traps N`,
  * `whole_seen N`, `whole_anon_exec N`, `whole_nobounds PATH`, then one
  * `seen SPACE ADDR HEXBYTES` per distinct instruction.
  */
 #include "whole.h"
+
+#include "tzcnt.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -102,8 +104,6 @@ static size_t nnobounds;
 static uint64_t *noted;
 static size_t capnoted, nnoted;
 
-static FILE *ask_req, *ask_resp;
-static uint64_t n_asked;
 
 static void *wrealloc(void *p, size_t n)
 {
@@ -145,45 +145,6 @@ int whole_load_bounds(const char *rest)
     *one = im;
     wimgs = wrealloc(wimgs, (nwimgs + 1) * sizeof *wimgs);
     wimgs[nwimgs++] = one;
-    return 0;
-}
-
-int whole_set_server(const char *rest)
-{
-    int w, r;
-    if (sscanf(rest, "%d %d", &w, &r) != 2 || w < 0 || r < 0)
-        return -1;
-    /* the traced program must not inherit the pipe */
-    if (fcntl(w, F_SETFD, FD_CLOEXEC) || fcntl(r, F_SETFD, FD_CLOEXEC))
-        return -1;
-    ask_req = fdopen(w, "w");
-    ask_resp = fdopen(r, "r");
-    return ask_req && ask_resp ? 0 : -1;
-}
-
-int whole_ask(const char *path)
-{
-    if (!whole_enabled || !ask_req || strchr(path, '\n'))
-        return 0;
-    if (fprintf(ask_req, "%s\n", path) < 0 || fflush(ask_req))
-        goto gone;
-    char line[4608];
-    while (fgets(line, sizeof line, ask_resp)) {
-        size_t n = strlen(line);
-        while (n && line[n - 1] == '\n')
-            line[--n] = 0;
-        if (!strcmp(line, "end")) {
-            n_asked++;
-            return 1;
-        }
-        if (n)
-            profile_record(line, "image server");
-    }
-gone: /* the server is gone: no more asking (the images stay unscanned) */
-    fprintf(stderr, "vc-tracer: image server closed while asking for %s\n", path);
-    fclose(ask_req);
-    fclose(ask_resp);
-    ask_req = ask_resp = NULL;
     return 0;
 }
 
@@ -519,7 +480,7 @@ void whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len)
         record(space, addr, bytes, len);
 }
 
-void whole_write(FILE *f)
+void whole_write(FILE *f, uint64_t asked)
 {
     if (!whole_enabled)
         return;
@@ -527,7 +488,7 @@ void whole_write(FILE *f)
     fprintf(f, "whole_traps %" PRIu64 "\n", n_traps);
     fprintf(f, "whole_seen %zu\n", nwseen);
     fprintf(f, "whole_anon_exec %" PRIu64 "\n", n_anon_exec);
-    fprintf(f, "whole_asked %" PRIu64 "\n", n_asked);
+    fprintf(f, "whole_asked %" PRIu64 "\n", asked);
     whole_jit_write(f);
     for (size_t i = 0; i < nnobounds; i++)
         fprintf(f, "whole_nobounds %s\n", nobounds[i]);

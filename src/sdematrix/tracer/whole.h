@@ -10,14 +10,6 @@
 
 extern bool whole_enabled;
 
-/* one profile record (tracer.c; dies on a bad one): whole_ask feeds it the
- * image server's answers */
-void profile_record(const char *line, const char *where);
-/* profile record `ask REQFD RESPFD`: the image server's pipe (see whole.c) */
-int whole_set_server(const char *rest);
-/* an executable image the profile does not know: ask the server for its
- * records (image, sites, bounds); 1 when it answered */
-int whole_ask(const char *path);
 /* profile record `bounds BINFILE PATH` (rest = "BINFILE PATH"); -1 if bad */
 int whole_load_bounds(const char *rest);
 /* a new address space (exec, fork); copy_from: the forking space or -1 */
@@ -48,10 +40,7 @@ bool whole_jit_active(pid_t tid);
  * then visit again); `record`: record the instruction (false when the
  * thread steps a region, which records it itself) */
 int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record);
-/* (tracer.c) the instruction at rip of thread tid is about to run: when it
- * is TZCNT (F3 0F BC) with a zero source operand, count it (tzcnt_zero) */
-void tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *bytes, size_t n);
-/* the whole-mode lines of the output file */
-void whole_write(FILE *f);
+/* the whole-mode lines of the output file; asked: profile_asked() */
+void whole_write(FILE *f, uint64_t asked);
 
 #endif

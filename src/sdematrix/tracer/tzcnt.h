@@ -1,0 +1,16 @@
+/* vc-tracer: TZCNT executions with a zero source (see tzcnt.c). */
+#ifndef VC_TRACER_TZCNT_H
+#define VC_TRACER_TZCNT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/* the instruction at rip of thread tid is about to run: when it is TZCNT
+ * (F3 0F BC) with a zero source operand, count it */
+void tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *bytes, size_t n);
+/* the `tzcnt_zero SPACE ADDR N` lines of the output file */
+void tzcnt_write(FILE *f);
+
+#endif
