@@ -30,6 +30,7 @@ from typing import Any
 
 from .errors import EXIT_FAILED, EXIT_OK, BackendUnavailableError, SdeMatrixError
 from .models import Matrix
+from .reasons import Kind, Reason
 
 PROG = "sdematrix"
 
@@ -119,7 +120,8 @@ def _exec_ptrace(args: argparse.Namespace, matrix: Matrix, cpus: list[str], prog
         if why is not None:
             status = "skip" if args.allow_skip else "error"
             o = ExecOutcome(model=cpu, status=status,
-                            reasons=[f"cannot run here (ptrace): {why}"])  # fmt: skip
+                            reasons=[Reason(f"cannot run here (ptrace): {why}",
+                                            Kind.CANNOT_RUN)])  # fmt: skip
         else:
             res = run_model(plan, model, work)
             o = judge_exec(res, model, exps, allow_exit)

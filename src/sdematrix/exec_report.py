@@ -39,6 +39,7 @@ from .exec_run import ExecResult
 from .junit import mix_summary, mix_summary_text
 from .mix import Mix
 from .models import CpuModel
+from .reasons import Kind, Reason, kinds_of
 from .verdict import Outcome, _one_line
 
 EXEC_TOOL = "sdematrix exec"
@@ -66,7 +67,8 @@ class Check:
     message = Outcome.message
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "reasons": self.reasons}
+        return {"name": self.name, "status": self.status, "reasons": self.reasons,
+                "reason_kinds": kinds_of(self.reasons)}  # fmt: skip
 
 
 @dataclass
@@ -90,23 +92,26 @@ def judge_exec(
     out = ExecOutcome(model=model.name, status="pass", result=res)
     broken = None
     if res.error:
-        broken = _one_line(res.error)
+        broken = Reason(_one_line(res.error), Kind.BACKEND_ERROR)
     elif res.meta.get("truncated"):
-        broken = "a stepped region exceeded the step limit"
+        broken = Reason("a stepped region exceeded the step limit", Kind.BACKEND_ERROR)
     elif res.region != "whole" and res.meta.get("regions", 0) == 0:
-        broken = f"empty region: {res.region} never entered (no evidence is not a pass)"
+        broken = Reason(f"empty region: {res.region} never entered (no evidence is not a pass)",
+                        Kind.MIX)  # fmt: skip
     applicable = [e for e in exps if e.applies_to(model)]
     if broken is not None:
         out.status, out.reasons = "error", [broken]
         out.checks = [Check(RUN_CHECK, "error", [broken])]
-        out.checks += [Check(e.name, "error", ["not judged: the run broke"]) for e in applicable]
+        out.checks += [Check(e.name, "error", [Reason("not judged: the run broke", Kind.EXPECTATION)])
+                       for e in applicable]  # fmt: skip
         return out
-    run_reasons: list[str] = []
+    run_reasons: list[str] = []  # Reason each
     code = res.exit_code
     if code is not None and code != 0 and code not in allow_exit:
-        run_reasons.append(f"program exit status {code}" + (" (signal)" if code > 128 else ""))
+        run_reasons.append(Reason(f"program exit status {code}" + (" (signal)" if code > 128 else ""),
+                                  Kind.EXIT))  # fmt: skip
     for v in res.violations:
-        run_reasons.append(f"chip check ({model.name}): {_one_line(v.describe())}")
+        run_reasons.append(Reason(f"chip check ({model.name}): {_one_line(v.describe())}", Kind.CHIP))
     out.checks = [Check(RUN_CHECK, "fail" if run_reasons else "pass", run_reasons)]
     reasons = list(run_reasons)
     for e in applicable:
@@ -260,6 +265,7 @@ def write_exec_results(out: Path, outcomes: list[ExecOutcome], argv: list[str],
                     (d / "mix.json").write_text(json.dumps(r.mix.to_json()) + "\n")
             rows.append({
                 "model": o.model, "status": o.status, "reasons": o.reasons,
+                "reason_kinds": kinds_of(o.reasons),
                 "exit_code": r.exit_code if r else None,
                 "region": r.region if r else None,
                 "meta": r.meta if r else {},
@@ -283,6 +289,7 @@ def results_json(outcomes: list[ExecOutcome], argv: list[str], exps: list[Any] |
     if rows is None:
         rows = [{
             "model": o.model, "status": o.status, "reasons": o.reasons,
+            "reason_kinds": kinds_of(o.reasons),
             "exit_code": o.result.exit_code if o.result else None,
             "region": o.result.region if o.result else None,
             "checks": [c.to_json() for c in o.all_checks()],

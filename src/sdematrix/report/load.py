@@ -34,6 +34,7 @@ from ..errors import SdeMatrixError
 from ..inputs import MAX_JSON_BYTES, JsonProblem, bounded_int, decode_json, read_text_input
 from ..mix import Mix, MixCounts
 from ..models import DIRECTIONS, MODES
+from ..reasons import reasons_from_json
 
 __all__ = [
     "STATUS_ORDER",
@@ -443,6 +444,9 @@ def _cell_from_json(d: dict[str, Any], root: Path, files: dict[str, Any] | None)
         mix_rel = str(guess.relative_to(root)) if _exists(guess) else None
     summary = d.get("mix_summary")
     reasons = d.get("reasons") or []
+    texts = [str(r) for r in reasons] if isinstance(reasons, list) else [str(reasons)]
+    kinds = d.get("reason_kinds")
+    status = str(d.get("status") or "error")
     return CellResult(
         name=name,
         cpu=cpu,
@@ -450,8 +454,8 @@ def _cell_from_json(d: dict[str, Any], root: Path, files: dict[str, Any] | None)
         direction=direction,
         key_bits=_as_int(d.get("key_bits", kb)),
         length=_as_int(d.get("length", ln)),
-        status=str(d.get("status") or "error"),
-        reasons=[str(r) for r in reasons] if isinstance(reasons, list) else [str(reasons)],
+        status=status,
+        reasons=reasons_from_json(texts, kinds if isinstance(kinds, list) else None, status),
         path=_opt_str(d.get("path")),
         expected_path=_opt_str(d.get("expected_path")),
         backend=_opt_str(d.get("backend")),
