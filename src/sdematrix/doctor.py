@@ -28,6 +28,7 @@ from typing import Any
 from .backends.registry import BACKEND_NAMES, BackendSelector, create_backend
 from .host_isa import host_lacks
 from .models import Matrix
+from .options import TRACER_CPUID_MODES
 
 __all__ = ["BackendReport", "Diagnosis", "diagnose", "is_host_limit", "render"]
 
@@ -119,7 +120,7 @@ def diagnose(matrix: Matrix, *, sde_path: str | None = None) -> Diagnosis:
             )
         )
     modes: dict[str, str | None] = {}
-    for mode in ("fault", "bp"):
+    for mode in TRACER_CPUID_MODES:
         modes[mode] = create_backend("ptrace", cpuid_mode=mode).unavailable_reason()
     in_use = "fault" if modes["fault"] is None else ("bp" if modes["bp"] is None else None)
     pt = next(b for b in backends if b.name == "ptrace")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .mix import Selector
+from .options import BACKEND_NAMES
 
 MODES = ("gcm", "cfb128", "cfb8", "cfb1")
 DIRECTIONS = ("encrypt", "decrypt")
@@ -86,7 +87,7 @@ class Matrix:
     expected: dict[tuple[str, str, str], str]  # (cpu, mode, direction) -> path
     workloads: dict[str, tuple[Workload, ...]]  # mode -> workloads
     seed: int = 1
-    backend_preference: tuple[str, ...] = ("sde", "ptrace", "qemu")
+    backend_preference: tuple[str, ...] = BACKEND_NAMES
     extra: dict[str, object] = field(default_factory=dict)
 
     def cells(self, cpus: list[str] | None = None) -> list[Cell]:

@@ -43,10 +43,10 @@ from typing import Any
 from ..mix import Mix
 from ..mix_build import Executed, checked_mix, zero_source_violations
 from ..models import Cell, CpuModel
+from ..options import CPUID_MODES, TRACER_CPUID_MODES
 from ..symbols import Symbolizer
 from .base import ProbeCommand, RunResult, Violation
 from .ptrace_profile import Site, image_sites, program_images, site_lines, write_profile
-from .registry import CPUID_MODES
 from .sde import run_process, tail_lines
 
 __all__ = [
@@ -498,7 +498,7 @@ class PtraceBackend:
                     f"tracer broken: the traced program saw {key} = {seen.get(key)}, "
                     f"the profile says {want.get(key)} (CPUID mode {traced.cpuid_mode})"
                 )
-        if traced.cpuid_mode not in ("fault", "bp"):
+        if traced.cpuid_mode not in TRACER_CPUID_MODES:
             return f"tracer broken: CPUID mode {traced.cpuid_mode!r} in the self-test"
         self._cpuid_mode = traced.cpuid_mode
         return None
