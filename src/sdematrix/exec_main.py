@@ -145,10 +145,11 @@ def _write_outputs(args: argparse.Namespace, out: Path | None, outcomes: list[An
                    prog: list[str], exps: list[Any]) -> None:  # fmt: skip
     from .exec_report import write_exec_junit, write_exec_reports, write_exec_results
 
-    if out is not None:
-        write_exec_results(out, outcomes, prog, exps)
-    if args.junit:
-        write_exec_junit(Path(args.junit), outcomes, prog)
+    junit = Path(args.junit) if args.junit else None
+    if out is not None:  # the JUnit file is written once, at --junit if given
+        write_exec_results(out, outcomes, prog, exps, junit_path=junit)
+    elif junit is not None:
+        write_exec_junit(junit, outcomes, prog)
     if args.report or os.environ.get("GITHUB_STEP_SUMMARY"):
         try:
             files = write_exec_reports(outcomes, prog, Path(args.report) if args.report else None,

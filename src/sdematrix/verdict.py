@@ -34,16 +34,35 @@ from .cpuid_seen import cpuid_differences
 from .matrix_file import required_selectors
 from .mix import Mix, Selector, format_form, top_offenders
 from .models import Cell, CpuModel, Matrix
-from .reasons import Kind, Reason, kinds_of
+from .outcome_json import outcome_to_json
+from .reasons import Kind, Reason
 from .sde_mix import forbid_coverage_problem
 
-__all__ = ["Outcome", "OutcomeStatus", "judge"]
+__all__ = ["Outcome", "OutcomeStatus", "Verdict", "judge"]
 
 OutcomeStatus = Literal["pass", "fail", "error", "skip"]
 
 
+class Verdict:
+    """What every verdict -- a `run` cell's :class:`Outcome`, an `exec`
+    model's outcome and each of its checks -- has: a status and the reasons
+    for it (:class:`~sdematrix.reasons.Reason` each, as the judge wrote
+    them), and the one-line message JUnit and the summaries show."""
+
+    status: str
+    reasons: list[str]
+
+    @property
+    def message(self) -> str:
+        """One line: the first reason (+ how many more)."""
+        if not self.reasons:
+            return self.status
+        more = f" (+{len(self.reasons) - 1} more)" if len(self.reasons) > 1 else ""
+        return self.reasons[0] + more
+
+
 @dataclass
-class Outcome:
+class Outcome(Verdict):
     cell: Cell
     status: OutcomeStatus
     reasons: list[str] = field(default_factory=list)  # Reason each, as judge() writes them
@@ -56,35 +75,9 @@ class Outcome:
     expected_digest: str | None = None
     output_tail: str = ""  # last output lines, for errors
 
-    @property
-    def message(self) -> str:
-        """One line: the first reason (+ how many more)."""
-        if not self.reasons:
-            return self.status
-        more = f" (+{len(self.reasons) - 1} more)" if len(self.reasons) > 1 else ""
-        return self.reasons[0] + more
-
     def to_json(self) -> dict[str, Any]:
-        c = self.cell
-        return {
-            "cell": c.name,
-            "cpu": c.cpu,
-            "mode": c.mode,
-            "direction": c.direction,
-            "key_bits": c.key_bits,
-            "length": c.length,
-            "status": self.status,
-            "reasons": list(self.reasons),
-            "reason_kinds": kinds_of(self.reasons),
-            "path": self.path,
-            "expected_path": self.expected_path,
-            "backend": self.backend,
-            "backend_version": self.backend_version,
-            "duration_s": round(self.duration_s, 6),
-            "digest": self.digest,
-            "expected_digest": self.expected_digest,
-            "output_tail": self.output_tail,
-        }
+        """The outcome as results.json holds it (:mod:`sdematrix.outcome_json`)."""
+        return outcome_to_json(self)
 
 
 def _last_output(result: RunResult, n: int = 12) -> str:
