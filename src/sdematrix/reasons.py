@@ -3,9 +3,11 @@
 A reason is its text (what JUnit, results.json and the reports print, so a
 ``Reason`` *is* a ``str``) plus the :class:`Kind` of rule it breaks, set by the
 judge that wrote it (:mod:`sdematrix.verdict`, :mod:`sdematrix.exec_report`).
-Consumers -- the pytest plugin filing reasons under its four checks, the run
-summary and the markdown report grouping cells that could not run here --
-read the kind, never the text.
+Backends give the reasons they are unusable here the same way (a host
+limit or a broken tool).  Consumers -- the pytest plugin filing reasons
+under its four checks, the run summary and the markdown report grouping
+cells that could not run here, the doctor telling a host limit from a broken
+backend -- read the kind, never the text.
 
 String operations on a reason (slicing, ``+``, ``join``) give plain text:
 the kind belongs to the reason as the judge wrote it.
@@ -28,7 +30,8 @@ class Kind(StrEnum):
     """Which rule a reason reports broken (its value is what results.json stores)."""
 
     CANNOT_RUN = "cannot-run-here"  # no backend can present the model here (skip / named-cell error)
-    BACKEND_ERROR = "backend-error"  # the run itself broke: crash, timeout, no probe JSON
+    HOST_LIMIT = "host-limit"  # a backend unusable for what this host lacks (doctor: not broken)
+    BACKEND_ERROR = "backend-error"  # the run (or a backend's self-test) broke: the tool is broken
     MATRIX = "matrix"  # the matrix states no expected path for the cell
     DISPATCH = "dispatch"  # the path the dispatcher chose, the CPU it detected
     MIX = "mix"  # the expected path's instruction-mix signature; an empty region

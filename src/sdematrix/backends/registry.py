@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..errors import BackendUnavailableError
 from ..models import CpuModel, Matrix
 from ..options import BACKEND_NAMES, CPUID_MODES
+from ..reasons import Kind, Reason
 from .base import Backend
 
 __all__ = [
@@ -43,7 +44,7 @@ class _Missing:
         self._why = why
 
     def unavailable_reason(self) -> str | None:
-        return f"backend module not importable: {self._why}"
+        return Reason(f"backend module not importable: {self._why}", Kind.BACKEND_ERROR)
 
     def version(self) -> str | None:
         return None
