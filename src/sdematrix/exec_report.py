@@ -75,7 +75,6 @@ class ExecOutcome(Verdict):
     result: ExecResult | None = None
     checks: list[Check] = field(default_factory=list)
 
-
     def all_checks(self) -> list[Check]:
         """The checks; a model that never ran has one, carrying its status."""
         return self.checks or [Check(RUN_CHECK, self.status, list(self.reasons))]
