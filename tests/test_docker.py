@@ -66,6 +66,24 @@ def test_no_engine_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in p.stderr
 
 
+def test_sde_path_is_a_host_kit_mounted_into_the_containers(tmp_path: Path) -> None:
+    # --sde-path as for `run`: an sde64 or its kit directory, found the same way
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    exe = kit / "sde64"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert dr.host_sde_mount(str(kit)) == (kit.resolve(), f"{dr.SDE_MOUNT}/sde64")
+    assert dr.host_sde_mount(str(exe)) == (kit.resolve(), f"{dr.SDE_MOUNT}/sde64")
+    # no sde64 there: one line, exit 2, before any engine is asked
+    env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent"}
+    p = _run(_cli("docker", "run", "--cpu", "snb", "--sde-path", str(tmp_path / "none"),
+                  "--out", str(tmp_path / "o")), 60, env=env)  # fmt: skip
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert lines == [f"sdematrix: error: --sde-path {tmp_path / 'none'}: no sde64 there"], lines
+
+
 def test_security_options_only_for_sde() -> None:
     # ptrace and qemu were measured to work under the default seccomp profile
     # with no added capability (docs/DOCKER.md); only SDE (Pin) gets them.

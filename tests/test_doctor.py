@@ -41,3 +41,23 @@ def test_host_limits(reason: str) -> None:
 )
 def test_broken_tool_is_not_a_host_limit(reason: str) -> None:
     assert not is_host_limit(reason)
+
+
+def test_backends_say_which_reasons_are_host_limits(tmp_path) -> None:
+    """The doctor reads the kind a backend gives its reason (never its text);
+    the kinds agree with what is_host_limit makes of the same words."""
+    from sdematrix.backends.qemu import QemuBackend
+    from sdematrix.backends.registry import _Missing
+    from sdematrix.backends.sde import SdeBackend
+    from sdematrix.reasons import Kind
+
+    cases = [
+        (SdeBackend(environ={"PATH": str(tmp_path)}).unavailable_reason(), Kind.HOST_LIMIT),
+        (SdeBackend(sde_path=tmp_path / "none", environ={}).unavailable_reason(),
+         Kind.BACKEND_ERROR),
+        (QemuBackend(str(tmp_path / "no-qemu")).unavailable_reason(), Kind.HOST_LIMIT),
+        (_Missing("x", "no module").unavailable_reason(), Kind.BACKEND_ERROR),
+    ]  # fmt: skip
+    for why, kind in cases:
+        assert why is not None and why.kind is kind, why
+        assert is_host_limit(why) == (kind is Kind.HOST_LIMIT), why

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from doubles.sdematrix_cli import ptrace_skip_reason
 
-from sdematrix.pytest_plugin import SHIPPED_TESTS, classify
+from sdematrix.pytest_plugin import SHIPPED_TESTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,13 +77,3 @@ def test_sde_cpu_runs_the_shipped_checks_with_junit_properties(tmp_path: Path) -
         seen.add((props["cpu"], props["path"], props["check"]))
     assert {("snb", "aesni"), ("spr", "avx512")} == {(c, p) for c, p, _ in seen}
     assert {k for _, _, k in seen} == {"dispatch", "mix", "chip", "answer"}
-
-
-def test_reason_classification() -> None:
-    assert classify("path: expected avx512, got aesni") == "dispatch"
-    # What ran instead is filed under the check whose failure it explains.
-    assert classify("path: seen instead (top ...): X") == "dispatch"
-    assert classify("required by path aesni: seen instead (top ...): X") == "mix"
-    assert classify("chip check (snb): VPXORQ ...") == "chip"
-    assert classify("digest: expected a, got b") == "answer"
-    assert classify("required by path aesni but not executed: {width=zmm}") == "mix"

@@ -116,3 +116,38 @@ def test_not_run_cells_and_count_mismatch(tmp_path):
     assert nr is not None and nr.status == "not_run" and nr.key_bits == 128 and nr.length == 100
     assert res.counts["not_run"] == 1
     assert any("counts disagree" in w for w in res.warnings)
+
+
+def test_reason_kinds_round_trip_through_results_json():
+    """The loader reads results.json through the schema code that writes it
+    (sdematrix.outcome_json): every reason comes back with its kind; a file
+    written before reasons had kinds falls back to what its status says."""
+    from sdematrix.models import Cell
+    from sdematrix.outcome_json import outcome_from_json
+    from sdematrix.reasons import CANNOT_RUN, Kind, Reason, cannot_run_why
+    from sdematrix.verdict import Outcome
+
+    cell = Cell("spr", "gcm", "encrypt", 128, 64)
+    o = Outcome(cell, "fail", [Reason("path: expected avx512, got aesni", Kind.DISPATCH),
+                               Reason("chip check (spr): X", Kind.CHIP)], path="aesni")  # fmt: skip
+    d = o.to_json()
+    assert d["reason_kinds"] == ["dispatch", "chip-check"]
+    back = outcome_from_json(json.loads(json.dumps(d)))
+    assert back["cell"] == cell and back["name"] == cell.name and back["path"] == "aesni"
+    assert back["reasons"] == o.reasons
+    assert [r.kind for r in back["reasons"]] == [Kind.DISPATCH, Kind.CHIP]
+    # old files: no reason_kinds
+    named = {"cell": cell.name, "status": "error", "reasons": [f"{CANNOT_RUN}no SDE"]}
+    r = outcome_from_json(named)["reasons"]
+    assert r[0].kind is Kind.CANNOT_RUN and cannot_run_why("error", r) == "no SDE"
+    skip = outcome_from_json({"cell": cell.name, "status": "skip", "reasons": ["no SDE"]})
+    assert cannot_run_why("skip", skip["reasons"]) == "no SDE"
+    other = outcome_from_json({"cell": cell.name, "status": "error", "reasons": ["timed out"]})
+    assert cannot_run_why("error", other["reasons"]) is None
+    # a kind the file states wins over what its text looks like
+    stated = {**named, "reason_kinds": ["backend-error"]}
+    assert cannot_run_why("error", outcome_from_json(stated)["reasons"]) is None
+    # unknown or damaged kinds: the fallback, never a traceback
+    for bad in (["no-such-kind"], [["x"]], ["dispatch", "mix"], "dispatch"):
+        r = outcome_from_json({**named, "reason_kinds": bad})["reasons"]
+        assert r == named["reasons"] and r[0].kind is Kind.CANNOT_RUN

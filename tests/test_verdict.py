@@ -13,6 +13,7 @@ from sdematrix.matrix_file import load_matrix
 from sdematrix.mix import Mix
 from sdematrix.models import Cell
 from sdematrix.pytest_plugin import classify
+from sdematrix.reasons import Kind, cannot_run_why
 from sdematrix.verdict import judge
 
 LIB = "/usr/lib/libvaescrypt.so"
@@ -73,6 +74,10 @@ def test_expecting_avx512_for_cfb8_fails_with_path_and_missing_zmm():
     assert "AESENC(legacy,xmm) x160 in vc_cfb8_aesni" in o.reasons[2]
     assert len(o.reasons) == 3
     assert all("\n" not in r for r in o.reasons)
+    # the pytest plugin files each reason under its check by the kind the
+    # judge gave it: what ran instead explains the wrong path (dispatch)
+    assert [classify(r) for r in o.reasons] == ["dispatch", "mix", "dispatch"]
+    assert [r.kind for r in o.reasons] == [Kind.DISPATCH, Kind.MIX, Kind.DISPATCH]
 
 
 def test_zmm_requirement_added_to_aesni_fails_naming_it():
@@ -133,10 +138,14 @@ def test_chip_violation_digest_and_status_all_reported():
         "not valid for chip HASWELL: vaesenc zmm0"
     ) in o.reasons
     assert f"digest: expected {fake_digest(cell, 1)}, got {'00' * 32}" in o.reasons
+    by_check = {str(r): classify(r) for r in o.reasons}
+    assert {k for r, k in by_check.items() if r.startswith("chip check")} == {"chip"}
+    assert {k for r, k in by_check.items() if r.startswith("digest:")} == {"answer"}
 
     res2 = ok_result(cell, "aesni", aesni_mix(), status="unsupported", message="no VAES")
     o2 = judge(cell, matrix.models["hsw"], matrix, res2, fake_digest(cell, 1))
     assert o2.status == "fail" and "probe status 'unsupported': no VAES" in o2.reasons
+    assert {classify(r) for r in o2.reasons if r.startswith("probe status")} == {"answer"}
     assert not any(r.startswith("digest") for r in o2.reasons)
 
 
@@ -158,6 +167,8 @@ def test_errors_and_skips():
                   stderr_tail="line1\nlast words")  # fmt: skip
     o = judge(cell, m, matrix, t, "x")
     assert o.status == "error" and o.reasons == ["timed out after 5s"]
+    assert o.reasons[0].kind is Kind.BACKEND_ERROR
+    assert o.to_json()["reason_kinds"] == ["backend-error"]
     assert "last words" in o.output_tail
     no_json = RunResult(backend="sde", status="ok", exit_code=139, stdout_tail="garbage")
     o = judge(cell, m, matrix, no_json, "x")
@@ -168,6 +179,20 @@ def test_errors_and_skips():
     )
     o = judge(cell, m, matrix, s, None)
     assert o.status == "skip" and o.message == "no backend can run spr: sde: not installed"
+    assert o.reasons[0].kind is Kind.CANNOT_RUN
+    assert cannot_run_why(o.status, o.reasons) == "no backend can run spr: sde: not installed"
+    # a cell the user named: an error, the same kind, its text prefixed
+    named = RunResult(backend="auto", status="error", cannot_run=True,
+                      reason="cannot run here: no backend can run spr: sde: not installed")  # fmt: skip
+    o = judge(cell, m, matrix, named, None)
+    assert o.status == "error"
+    assert o.reasons == ["cannot run here: no backend can run spr: sde: not installed"]
+    assert o.reasons[0].kind is Kind.CANNOT_RUN
+    assert cannot_run_why(o.status, o.reasons) == "no backend can run spr: sde: not installed"
+    # the same text without the runner's flag is a backend error, not a cell
+    # that cannot run here: the kind decides, never the text
+    o = judge(cell, m, matrix, dataclasses.replace(named, cannot_run=False), None)
+    assert o.reasons[0].kind is Kind.BACKEND_ERROR and cannot_run_why(o.status, o.reasons) is None
 
 
 def test_missing_mix_is_a_failure_reason():

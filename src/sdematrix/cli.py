@@ -8,7 +8,7 @@ Sub-commands::
                   [--timeout S] [--seed N]
     sdematrix list-cpus [--matrix FILE] [--github-matrix [--shards N]]
     sdematrix explain CPU [--matrix FILE]
-    sdematrix doctor [--matrix FILE] [--json]   # backends usable here, CPUID mode
+    sdematrix doctor [--matrix FILE] [--sde-path PATH] [--json]   # backends usable here
     sdematrix mix FILE [--json]     # an SDE mix file: a summary (--json: all, normalised)
     sdematrix exec --cpu MODELS [--models FILE] [--region R] [--expect F] [--junit F]
                    [--out DIR] [--report DIR] [--jobs N] [--allow-skip] [--allow-exit N]
@@ -467,9 +467,11 @@ def cmd_docker_run(args: argparse.Namespace) -> int:
         rebuild=args.build,
         base_image=args.base_image,
         backend=args.backend or "auto",
-        timeout=args.timeout * per_cpu + 120.0,  # + start-up of the container
+        timeout=args.timeout,  # per cell, as for `run`
+        cells_per_cpu=per_cpu,  # a container runs one model's cells
         extra_args=tail,
         matrix_file=_matrix_path(args.matrix),
+        sde_path=args.sde_path,
     )
     merged = out / "junit.xml"
     if merged.is_file():
@@ -617,7 +619,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print a GitHub Actions strategy matrix (JSON): shards of SDE models")  # fmt: skip
     lc.add_argument("--shards", type=_positive_int, default=None,
                     help="number of jobs for --github-matrix (default: at most 16)")  # fmt: skip
-    lc.add_argument("--backend", default="sde", choices=["sde", "ptrace"],
+    from .shards import SHARD_BACKENDS
+
+    lc.add_argument("--backend", default="sde", choices=SHARD_BACKENDS,
                     help="--github-matrix: shards of the SDE models (sde, default) or of every "
                     "model (ptrace); --host-split: the backend to ask")  # fmt: skip
     lc.add_argument("--host-split", action="store_true",
@@ -635,8 +639,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_explain)
 
     dc = sub.add_parser("doctor", help="which backends work on this host, and why not")
-    dc.add_argument("--matrix", help=matrix_help)
-    dc.add_argument("--sde-path", help="sde64 executable or SDE kit directory")
+    options.add_to_argparse(dc, "doctor")
     dc.add_argument("--json", action="store_true", help="machine-readable output")
     dc.set_defaults(func=cmd_doctor)
 

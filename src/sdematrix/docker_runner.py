@@ -42,11 +42,17 @@ from .errors import (
     OutputDirError,
 )
 from .merge import error_suite, junit_suites, merge_junit, merge_results
+from .options import DEFAULT_TIMEOUT
 
 LABEL = "sdematrix.run"
 DEFAULT_IMAGE = "sdematrix:latest"
 SDE_IN_IMAGE = "/opt/sde/sde64"
 MATRIX_IN_OUT = ".sdematrix-matrix.yaml"  # copy of the host's matrix, under /out
+#: Seconds a container may take beyond its cells' timeouts: starting the
+#: container and the interpreter, writing its results.
+CONTAINER_STARTUP_S = 120.0
+#: Where ``--sde-path`` (a host SDE kit) is mounted, read-only, in each container.
+SDE_MOUNT = "/opt/sde-host"
 
 # What the containers need, measured on Docker 20.10 / kernel 6.x with the
 # default seccomp profile (see docs/DOCKER.md):
@@ -158,6 +164,19 @@ def image_has_sde(client: Any, image: str, run_id: str) -> bool:
         c.remove(force=True)
 
 
+def host_sde_mount(sde_path: str) -> tuple[Path, str]:
+    """(the host directory to mount, the sde64 path inside the container) for
+    ``--sde-path``, found as ``sdematrix run`` finds it (an sde64 or a kit
+    directory); a path that names no sde64 is a usage error."""
+    from .backends.sde import SdeBackend
+
+    exe = SdeBackend(sde_path=sde_path, environ={}).executable()
+    if exe is None:
+        raise BackendUnavailableError(f"--sde-path {sde_path}: no sde64 there")
+    exe = exe.resolve()
+    return exe.parent, f"{SDE_MOUNT}/{exe.name}"
+
+
 def container_security(backend: str, has_sde: bool) -> dict[str, Any]:
     """Capabilities and security options for one container: only what the
     backend that will run inside needs (auto -> SDE's when the image has it)."""
@@ -190,7 +209,8 @@ class _Matrix:
 
     def __init__(self, client: Any, image: str, out: Path, run_id: str, *, backend: str,
                  timeout: float, security: dict[str, Any], cmd_tail: list[str],
-                 log: Callable[[str], None]) -> None:  # fmt: skip
+                 log: Callable[[str], None],
+                 mounts: dict[str, dict[str, str]] | None = None) -> None:  # fmt: skip
         self.client = client
         self.image = image
         self.out = out
@@ -199,6 +219,7 @@ class _Matrix:
         self.timeout = timeout
         self.security = security
         self.cmd_tail = cmd_tail
+        self.mounts = dict(mounts or {})  # host path -> {bind, mode}, besides /out
         self.log = log
         self.stop = threading.Event()
         self.errors = _engine_errors()
@@ -227,7 +248,7 @@ class _Matrix:
             command=cmd,
             detach=True,
             labels={LABEL: self.run_id, "sdematrix.cpu": cpu},
-            volumes={str(self.out.resolve()): {"bind": "/out", "mode": "rw"}},
+            volumes={str(self.out.resolve()): {"bind": "/out", "mode": "rw"}, **self.mounts},
             **extra,
         )
         try:
@@ -260,17 +281,33 @@ def run_in_docker(
     rebuild: bool = False,
     base_image: str | None = None,
     backend: str = "auto",
-    timeout: float = 600.0,
+    timeout: float = DEFAULT_TIMEOUT,
+    cells_per_cpu: int = 1,
     extra_args: list[str] | None = None,
     matrix_file: Path | None = None,
+    sde_path: str | None = None,
     log: Callable[[str], None] = print,
 ) -> int:
     """Run the matrix for `cpus` in containers.  Returns the process exit code:
     0 all passed, 1 some cell or container failed, 2 usage, 130 interrupted.
 
+    `timeout` is per cell, as for ``sdematrix run`` (the containers get it);
+    a container, which runs one model's `cells_per_cpu` cells, may take that
+    many times it plus :data:`CONTAINER_STARTUP_S`.
+
     `matrix_file` (the CLI passes the one it read the CPU list from) is
     copied into `out` and handed to every container, so the containers judge
-    against the same matrix; None leaves them the image's packaged copy."""
+    against the same matrix; None leaves them the image's packaged copy.
+
+    `sde_path` (``--sde-path``: an sde64 or SDE kit directory on this host,
+    as for ``sdematrix run``) is mounted read-only into every container and
+    used there instead of the image's SDE."""
+    mounts: dict[str, dict[str, str]] = {}
+    sde_tail: list[str] = []
+    if sde_path is not None:  # checked before anything starts
+        kit, inside = host_sde_mount(sde_path)
+        mounts[str(kit)] = {"bind": SDE_MOUNT, "mode": "ro"}
+        sde_tail = ["--sde-path", inside]
     with signals.sigterm_as_interrupt():
         client = connect()
         try:
@@ -280,7 +317,7 @@ def run_in_docker(
             probe.unlink()
         except OSError as exc:
             raise OutputDirError(f"output directory {out} not writable: {exc.strerror}") from None
-        tail = list(extra_args or [])
+        tail = [*(extra_args or []), *sde_tail]
         if matrix_file is not None:  # None: the image's packaged copy
             try:
                 (out / MATRIX_IN_OUT).write_bytes(Path(matrix_file).read_bytes())
@@ -290,12 +327,14 @@ def run_in_docker(
             tail += ["--matrix", f"/out/{MATRIX_IN_OUT}"]
         ensure_image(client, image, context, rebuild=rebuild, base_image=base_image, log=log)
         run_id = uuid.uuid4().hex[:12]
-        has_sde = backend in ("auto", "sde") and image_has_sde(client, image, run_id)
+        has_sde = backend in ("auto", "sde") and (
+            sde_path is not None or image_has_sde(client, image, run_id))
         if backend == "sde" and not has_sde:
             raise BackendUnavailableError(f"--backend sde: image {image} has no {SDE_IN_IMAGE}")
-        runner = _Matrix(client, image, out, run_id, backend=backend, timeout=timeout,
+        runner = _Matrix(client, image, out, run_id, backend=backend,
+                         timeout=timeout * max(1, cells_per_cpu) + CONTAINER_STARTUP_S,
                          security=container_security(backend, has_sde), cmd_tail=tail,
-                         log=log)  # fmt: skip
+                         mounts=mounts, log=log)  # fmt: skip
         return _run_all(runner, cpus, max(1, jobs))
 
 

@@ -14,8 +14,12 @@ that uses one dies of SIGILL, which is reported as an error of the cell.
 A reason is either a *host limit* (not x86-64 Linux, ptrace forbidden by the
 kernel or a seccomp policy, no CPUID faulting, a CPU lacking the model's ISA):
 something this host really cannot do; or anything else, which means the tool
-is broken here.  The test suite uses :func:`is_host_limit` to decide whether a
-skip is honest.
+is broken here.  The backends say which (their reasons are
+:class:`~sdematrix.reasons.Reason` of kind host-limit or backend-error) and
+the doctor reads that kind.  What has only text -- a test's skip message,
+quoting a backend's reason after its own words -- is classified by
+:func:`is_host_limit`: the test suite uses it to decide whether a skip is
+honest.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from typing import Any
 from .backends.registry import BACKEND_NAMES, BackendSelector, create_backend
 from .host_isa import host_lacks
 from .models import Matrix
+from .options import TRACER_CPUID_MODES
+from .reasons import Kind, Reason
 
 __all__ = ["BackendReport", "Diagnosis", "diagnose", "is_host_limit", "render"]
 
@@ -115,11 +121,11 @@ def diagnose(matrix: Matrix, *, sde_path: str | None = None) -> Diagnosis:
                 usable=why is None,
                 reason=why,
                 version=b.version() if why is None else None,
-                host_limit=why is not None and is_host_limit(why),
+                host_limit=isinstance(why, Reason) and why.kind is Kind.HOST_LIMIT,
             )
         )
     modes: dict[str, str | None] = {}
-    for mode in ("fault", "bp"):
+    for mode in TRACER_CPUID_MODES:
         modes[mode] = create_backend("ptrace", cpuid_mode=mode).unavailable_reason()
     in_use = "fault" if modes["fault"] is None else ("bp" if modes["bp"] is None else None)
     pt = next(b for b in backends if b.name == "ptrace")

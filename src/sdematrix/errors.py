@@ -34,10 +34,6 @@ class OutputDirError(SdeMatrixError):
     """The output directory cannot be created or written."""
 
 
-class InterruptedRun(SdeMatrixError):
-    exit_code = EXIT_INTERRUPTED
-
-
 class InputFileError(SdeMatrixError):
     """An input file that is not a regular file, too large, or hostile
     (alias bomb, deep nesting, control characters, out-of-range numbers)."""

@@ -42,6 +42,7 @@ from .inputs import load_yaml
 from .matrix_file import _find, _leaf_errors, _line, _locate_schema_error
 from .mix import Mix, MixCounts, Selector, format_form
 from .models import CpuModel, Matrix
+from .reasons import Kind, Reason
 
 __all__ = ["Expectation", "applied", "judge_expectations", "load_expectations"]
 
@@ -207,32 +208,34 @@ def _scope_matched(mix: Mix, exp: Expectation) -> bool:
 
 
 def judge_expectations(mix: Mix | None, model: CpuModel, exps: list[Expectation]) -> list[str]:
-    """One reason per broken rule (empty: every applicable rule holds)."""
-    reasons: list[str] = []
+    """One reason (of kind expectation) per broken rule (empty: every applicable
+    rule holds)."""
+    reasons: list[str] = []  # Reason each
     for exp in applied(model, exps):
         if mix is None:
-            reasons.append(f"{exp.name}: no mix to judge")
+            reasons.append(Reason(f"{exp.name}: no mix to judge", Kind.EXPECTATION))
             continue
         counts = scoped_counts(mix, exp.image, exp.function)
         where = exp.scope_text()
         if exp.require and not _scope_matched(mix, exp):
-            reasons.append(
+            reasons.append(Reason(
                 f"{exp.name}: required {', '.join(s.describe() for s in exp.require)}{where}, "
                 f"but the scope matched nothing: no function of the {mix.meta.get('region', 'run')}"
-                " mix is in it"
-            )
+                " mix is in it", Kind.EXPECTATION,
+            ))
             continue
         for sel in exp.require:
             if sel.count(counts) == 0:
-                reasons.append(f"{exp.name}: required but not executed{where}: {sel.describe()}"
-                               f" (the selector matched none of the scope's {counts.total}"
-                               " instructions)")  # fmt: skip
+                reasons.append(Reason(f"{exp.name}: required but not executed{where}: "
+                                      f"{sel.describe()} (the selector matched none of the "
+                                      f"scope's {counts.total} instructions)",
+                                      Kind.EXPECTATION))  # fmt: skip
         for sel in exp.forbid:
             n = sel.count(counts)
             if n:
                 detail = _offenders(mix, sel, exp)
-                reasons.append(
+                reasons.append(Reason(
                     f"{exp.name}: forbidden but executed {n}x{where}: {sel.describe()}"
-                    + (f" -- {detail}" if detail else "")
-                )
+                    + (f" -- {detail}" if detail else ""), Kind.EXPECTATION,
+                ))
     return reasons

@@ -30,6 +30,7 @@ from typing import Any
 
 from .errors import EXIT_FAILED, EXIT_OK, BackendUnavailableError, SdeMatrixError
 from .models import Matrix
+from .reasons import Kind, Reason
 
 PROG = "sdematrix"
 
@@ -119,7 +120,8 @@ def _exec_ptrace(args: argparse.Namespace, matrix: Matrix, cpus: list[str], prog
         if why is not None:
             status = "skip" if args.allow_skip else "error"
             o = ExecOutcome(model=cpu, status=status,
-                            reasons=[f"cannot run here (ptrace): {why}"])  # fmt: skip
+                            reasons=[Reason(f"cannot run here (ptrace): {why}",
+                                            Kind.CANNOT_RUN)])  # fmt: skip
         else:
             res = run_model(plan, model, work)
             o = judge_exec(res, model, exps, allow_exit)
@@ -143,10 +145,11 @@ def _write_outputs(args: argparse.Namespace, out: Path | None, outcomes: list[An
                    prog: list[str], exps: list[Any]) -> None:  # fmt: skip
     from .exec_report import write_exec_junit, write_exec_reports, write_exec_results
 
-    if out is not None:
-        write_exec_results(out, outcomes, prog, exps)
-    if args.junit:
-        write_exec_junit(Path(args.junit), outcomes, prog)
+    junit = Path(args.junit) if args.junit else None
+    if out is not None:  # the JUnit file is written once, at --junit if given
+        write_exec_results(out, outcomes, prog, exps, junit_path=junit)
+    elif junit is not None:
+        write_exec_junit(junit, outcomes, prog)
     if args.report or os.environ.get("GITHUB_STEP_SUMMARY"):
         try:
             files = write_exec_reports(outcomes, prog, Path(args.report) if args.report else None,

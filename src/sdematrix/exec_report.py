@@ -11,8 +11,11 @@ under ``--allow-skip``, else ``pass``.
 Each verdict is also split into checks (:class:`Check`): ``run and chip
 check`` (the run itself, its exit status, the whole-process chip check) and
 one per expectation that applies to the model.  The JUnit file has one
-testsuite per model holding one testcase per check, with properties and
-stdout shaped as ``sdematrix run`` writes them (:mod:`sdematrix.junit`);
+testsuite per model holding one testcase per check, written by the writer
+``sdematrix run`` uses (:class:`sdematrix.junit.JUnitDoc`), once: at
+``--junit`` when given, ``OUT/junit.xml`` then being a link to it, as for
+``run``.  Every file is written by rename.  Reasons carry their kind
+(:class:`sdematrix.reasons.Reason`; results.json ``reason_kinds``).
 results.json carries the checks and, per model, which functions executed
 which ISA sets beyond the x86-64 baseline (what the HTML and markdown
 reports of :mod:`sdematrix.exec_html` show).
@@ -20,26 +23,22 @@ reports of :mod:`sdematrix.exec_html` show).
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
-import os
 import re
-import socket
-import xml.dom.minidom
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from junit_xml import TestCase, TestSuite
 
 from . import __version__
 from .errors import OutputDirError
 from .exec_expect import Expectation, judge_expectations
 from .exec_run import ExecResult
-from .junit import mix_summary, mix_summary_text
+from .junit import JUnitCase, JUnitDoc, atomic_write, link_file, mix_summary, mix_summary_text
 from .mix import Mix
 from .models import CpuModel
-from .verdict import Outcome, _one_line
+from .reasons import Kind, Reason, kinds_of
+from .verdict import Verdict, _one_line
 
 EXEC_TOOL = "sdematrix exec"
 
@@ -56,28 +55,25 @@ RUN_CHECK = "run and chip check"
 
 
 @dataclass
-class Check:
+class Check(Verdict):
     """One (model, check) verdict: the run and chip check, or one expectation."""
 
     name: str
     status: str  # pass | fail | error | skip
     reasons: list[str] = field(default_factory=list)
 
-    message = Outcome.message
-
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "reasons": self.reasons}
+        return {"name": self.name, "status": self.status, "reasons": self.reasons,
+                "reason_kinds": kinds_of(self.reasons)}  # fmt: skip
 
 
 @dataclass
-class ExecOutcome:
+class ExecOutcome(Verdict):
     model: str
     status: str  # pass | fail | error | skip
     reasons: list[str] = field(default_factory=list)
     result: ExecResult | None = None
     checks: list[Check] = field(default_factory=list)
-
-    message = Outcome.message  # the first reason (+ how many more), as `sdematrix run`
 
     def all_checks(self) -> list[Check]:
         """The checks; a model that never ran has one, carrying its status."""
@@ -90,23 +86,26 @@ def judge_exec(
     out = ExecOutcome(model=model.name, status="pass", result=res)
     broken = None
     if res.error:
-        broken = _one_line(res.error)
+        broken = Reason(_one_line(res.error), Kind.BACKEND_ERROR)
     elif res.meta.get("truncated"):
-        broken = "a stepped region exceeded the step limit"
+        broken = Reason("a stepped region exceeded the step limit", Kind.BACKEND_ERROR)
     elif res.region != "whole" and res.meta.get("regions", 0) == 0:
-        broken = f"empty region: {res.region} never entered (no evidence is not a pass)"
+        broken = Reason(f"empty region: {res.region} never entered (no evidence is not a pass)",
+                        Kind.MIX)  # fmt: skip
     applicable = [e for e in exps if e.applies_to(model)]
     if broken is not None:
         out.status, out.reasons = "error", [broken]
         out.checks = [Check(RUN_CHECK, "error", [broken])]
-        out.checks += [Check(e.name, "error", ["not judged: the run broke"]) for e in applicable]
+        out.checks += [Check(e.name, "error", [Reason("not judged: the run broke", Kind.EXPECTATION)])
+                       for e in applicable]  # fmt: skip
         return out
-    run_reasons: list[str] = []
+    run_reasons: list[str] = []  # Reason each
     code = res.exit_code
     if code is not None and code != 0 and code not in allow_exit:
-        run_reasons.append(f"program exit status {code}" + (" (signal)" if code > 128 else ""))
+        run_reasons.append(Reason(f"program exit status {code}" + (" (signal)" if code > 128 else ""),
+                                  Kind.EXIT))  # fmt: skip
     for v in res.violations:
-        run_reasons.append(f"chip check ({model.name}): {_one_line(v.describe())}")
+        run_reasons.append(Reason(f"chip check ({model.name}): {_one_line(v.describe())}", Kind.CHIP))
     out.checks = [Check(RUN_CHECK, "fail" if run_reasons else "pass", run_reasons)]
     reasons = list(run_reasons)
     for e in applicable:
@@ -151,60 +150,45 @@ def summary_line(o: ExecOutcome) -> str:
     return line
 
 
-def _testcase(o: ExecOutcome, check: Check, argv: list[str], first: bool) -> TestCase:
+def _cases(o: ExecOutcome, argv: list[str]) -> list[JUnitCase]:
+    """The model's cases: one per check; the first carries the run (its time,
+    the program and mix summary, the coverage properties)."""
     r = o.result
-    tc = TestCase(
-        name=f"{o.model}: {check.name}"[:200],
-        classname=f"sdematrix.exec.{o.model}",
-        elapsed_sec=(r.duration_s if r and first else 0.0),
-        stdout=(f"program: {' '.join(argv)}\n" + mix_summary_text(r.mix if r else None))
-        if first else None,
-    )
-    text = "\n".join(check.reasons)
-    if check.status == "fail":
-        tc.add_failure_info(message=check.message, output=text, failure_type="sdematrix.fail")
-    elif check.status == "error":
-        tc.add_error_info(message=check.message, output=text, error_type="sdematrix.error")
-    elif check.status == "skip":
-        tc.add_skipped_info(message=check.message, output=text)
-    return tc
+    props: dict[str, str] = {}
+    if r is not None:
+        for k, v in r.meta.items():
+            props[f"coverage.{k}"] = " ".join(str(x) for x in v) if isinstance(v, list) else str(v)
+        props["exit_code"] = str(r.exit_code)
+        props["legacy_forms"] = str(r.mix.legacy_total if r.mix else 0)
+    out = []
+    for i, check in enumerate(o.all_checks()):
+        first = i == 0
+        out.append(JUnitCase(
+            suite=o.model, name=f"{o.model}: {check.name}"[:200],
+            classname=f"sdematrix.exec.{o.model}", status=check.status,
+            message=check.message, text="\n".join(check.reasons),
+            duration_s=r.duration_s if r and first else 0.0,
+            properties=props if first else {},
+            stdout=(f"program: {' '.join(argv)}\n" + mix_summary_text(r.mix if r else None))
+            if first else "",
+        ))  # fmt: skip
+    return out
 
 
 def junit_string(outcomes: list[ExecOutcome], argv: list[str]) -> str:
-    root = ET.Element("testsuites", {"name": "sdematrix"})
-    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    """The JUnit document (the writer `sdematrix run` uses: :class:`JUnitDoc`)."""
+    models = [o.model for o in outcomes]
+    doc = JUnitDoc(models, {m: {"cpu": m} for m in models},
+                   _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))  # fmt: skip
     for o in outcomes:
-        cases = [_testcase(o, c, argv, i == 0) for i, c in enumerate(o.all_checks())]
-        suite = TestSuite(name=o.model, test_cases=cases,
-                          hostname=socket.gethostname(),
-                          properties={"cpu": o.model, "sdematrix_version": __version__})  # fmt: skip
-        el = suite.build_xml_doc()
-        case_el = el.find("testcase")
-        if case_el is not None and o.result is not None:
-            props = ET.Element("properties")
-            for k, v in o.result.meta.items():
-                if isinstance(v, list):
-                    v = " ".join(str(x) for x in v)
-                ET.SubElement(props, "property", {"name": f"coverage.{k}", "value": str(v)})
-            ET.SubElement(props, "property", {"name": "exit_code", "value": str(o.result.exit_code)})
-            mix = o.result.mix
-            ET.SubElement(props, "property", {"name": "legacy_forms",
-                          "value": str(mix.legacy_total if mix else 0)})  # fmt: skip
-            case_el.insert(0, props)
-        for k in totals:
-            totals[k] += int(el.get(k, "0"))
-        root.append(el)
-    for k, v in totals.items():
-        root.set(k, str(v))
-    return xml.dom.minidom.parseString(ET.tostring(root, encoding="unicode")).toprettyxml(indent="  ")
+        for i, case in enumerate(_cases(o, argv)):
+            doc.add_case(case, i)
+    return doc.text()
 
 
 def write_exec_junit(path: Path, outcomes: list[ExecOutcome], argv: list[str]) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(junit_string(outcomes, argv), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write(path, junit_string(outcomes, argv))
     except OSError as e:
         raise OutputDirError(f"cannot write JUnit file {path}: {e.strerror or e}") from None
 
@@ -243,8 +227,11 @@ def isa_by_function(mix: Mix | None, limit: int = 40) -> list[dict[str, Any]]:
 
 
 def write_exec_results(out: Path, outcomes: list[ExecOutcome], argv: list[str],
-                       exps: list[Any] | None = None) -> None:  # fmt: skip
-    """OUT/<model>/{stdout,stderr,mix.json}, OUT/results.json, OUT/junit.xml."""
+                       exps: list[Any] | None = None,
+                       junit_path: Path | None = None) -> None:  # fmt: skip
+    """OUT/<model>/{stdout,stderr,mix.json}, OUT/results.json, OUT/junit.xml
+    (written once, at `junit_path` when given -- ``--junit`` -- and linked
+    as OUT/junit.xml), each file by rename."""
     try:
         rows = []
         for o in outcomes:
@@ -252,14 +239,15 @@ def write_exec_results(out: Path, outcomes: list[ExecOutcome], argv: list[str],
             d.mkdir(parents=True, exist_ok=True)
             r = o.result
             if r is not None:
-                (d / "stdout").write_bytes(r.stdout)
-                (d / "stderr").write_bytes(r.stderr)
+                atomic_write(d / "stdout", r.stdout)
+                atomic_write(d / "stderr", r.stderr)
                 if r.mix is not None:
                     # one line: json's C encoder (indent= takes the pure-Python
                     # one, seconds for a whole-process mix)
-                    (d / "mix.json").write_text(json.dumps(r.mix.to_json()) + "\n")
+                    atomic_write(d / "mix.json", json.dumps(r.mix.to_json()) + "\n")
             rows.append({
                 "model": o.model, "status": o.status, "reasons": o.reasons,
+                "reason_kinds": kinds_of(o.reasons),
                 "exit_code": r.exit_code if r else None,
                 "region": r.region if r else None,
                 "meta": r.meta if r else {},
@@ -268,12 +256,14 @@ def write_exec_results(out: Path, outcomes: list[ExecOutcome], argv: list[str],
                 "checks": [c.to_json() for c in o.all_checks()],
                 "isa_by_function": isa_by_function(r.mix if r else None),
             })  # fmt: skip
-        (out / "results.json").write_text(
-            json.dumps(results_json(outcomes, argv, exps, rows), indent=1) + "\n"
-        )
+        # JUnit first: results.json is what says the run is complete
+        junit = junit_path or out / "junit.xml"
+        write_exec_junit(junit, outcomes, argv)
+        link_file(junit, out / "junit.xml")
+        atomic_write(out / "results.json",
+                     json.dumps(results_json(outcomes, argv, exps, rows), indent=1) + "\n")  # fmt: skip
     except OSError as e:
         raise OutputDirError(f"cannot write results under {out}: {e.strerror or e}") from None
-    write_exec_junit(out / "junit.xml", outcomes, argv)
 
 
 def results_json(outcomes: list[ExecOutcome], argv: list[str], exps: list[Any] | None,
@@ -283,6 +273,7 @@ def results_json(outcomes: list[ExecOutcome], argv: list[str], exps: list[Any] |
     if rows is None:
         rows = [{
             "model": o.model, "status": o.status, "reasons": o.reasons,
+            "reason_kinds": kinds_of(o.reasons),
             "exit_code": o.result.exit_code if o.result else None,
             "region": o.result.region if o.result else None,
             "checks": [c.to_json() for c in o.all_checks()],

@@ -54,6 +54,7 @@ from .insn_bounds import bounds_file, fde_ranges
 from .mix import Mix
 from .mix_build import Executed, mix_from_executed, zero_source_violations
 from .models import CpuModel
+from .options import DEFAULT_TIMEOUT
 from .symbols import Location, Symbolizer, load_image
 
 __all__ = [
@@ -150,7 +151,7 @@ class ExecPlan:
     regions: list[Region]
     cpuid_mode: str = "auto"
     stdin: bytes | None = None
-    timeout: float = 600.0
+    timeout: float = DEFAULT_TIMEOUT  # one model's run (options: --timeout)
     exe: str = ""
     images: list[str] = field(default_factory=list)
 

@@ -1,7 +1,8 @@
 """Write a run's results: JUnit XML and a results directory.
 
 JUnit (built with ElementTree in the layout the ``junit-xml`` package writes,
-one ``<testcase>`` serialised per finished cell: :class:`JUnitDoc`):
+one ``<testcase>`` serialised per finished cell: :class:`JUnitDoc`, which
+``sdematrix exec`` writes its per-model checks with too):
 
 * one ``<testsuite name="<cpu>">`` per CPU model, suite properties ``cpu``,
   ``title``, ``backend``, ``sdematrix_version`` (the writing tool's version);
@@ -25,8 +26,10 @@ Results directory ``<out>/`` (input for the HTML report builder):
     backend (chosen for that model or null), skip_reason}}; ``counts`` {pass,
     fail, error, skip, not_run}; ``cells``: one entry per cell that ran = the
     outcome (``cell, cpu, mode, direction, key_bits, length, status, reasons,
-    path, expected_path, backend, backend_version, duration_s, digest,
-    expected_digest, output_tail``) + ``mix_summary`` (or null) + ``files``
+    reason_kinds, path, expected_path, backend, backend_version, duration_s,
+    digest, expected_digest, output_tail``: :mod:`sdematrix.outcome_json`,
+    which the report loader reads it with; ``reason_kinds``: one
+    :class:`sdematrix.reasons.Kind` per reason) + ``mix_summary`` (or null) + ``files``
     {cell, mix}; ``not_run``: names of cells not run (interrupted).
 ``cells/<cell>.json``
     {``outcome``: as above, ``probe``: the probe's JSON report or null,
@@ -59,8 +62,10 @@ import contextlib
 import os
 import platform
 import re
+import shutil
 import socket
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +75,14 @@ from .mix import Mix
 from .runner import CellRecord, RunReport
 
 __all__ = [
+    "JUnitCase",
     "JUnitDoc",
     "atomic_write",
+    "case_element",
     "host_info",
     "junit_doc",
     "junit_xml_string",
+    "link_file",
     "mix_summary",
     "mix_summary_text",
     "prepare_out_dir",
@@ -85,7 +93,6 @@ __all__ = [
     "xml_safe",
 ]
 
-SCHEMA = "sdematrix-results/1"
 _FLAGS_OF_INTEREST = (
     "aes", "pclmulqdq", "avx", "avx2", "bmi2", "avx512f", "avx512vl", "avx512bw",
     "avx512dq", "vaes", "vpclmulqdq", "avx10", "cpuid_fault", "gfni",
@@ -252,63 +259,99 @@ def _properties(props: dict[str, str]) -> ET.Element:
     return el
 
 
-def testcase_element(rec: CellRecord) -> ET.Element:
+@dataclass
+class JUnitCase:
+    """One ``<testcase>`` of a suite, as `sdematrix run` (a cell) and
+    `sdematrix exec` (a model's check) both write it."""
+
+    suite: str  # the <testsuite> it belongs to: the CPU model
+    name: str
+    classname: str
+    status: str  # pass | fail | error | skip
+    message: str = ""  # the first reason (+ how many more)
+    text: str = ""  # every reason, one per line (then any output)
+    skip_text: bool = True  # whether <skipped> carries `text`
+    duration_s: float = 0.0
+    properties: dict[str, str] = field(default_factory=dict)
+    stdout: str = ""  # <system-out>
+
+
+def case_element(c: JUnitCase) -> ET.Element:
     """One ``<testcase>``: properties, then failure / error / skipped, then
-    the mix summary as system-out (the layout junit-xml produced)."""
+    system-out (the layout junit-xml produced)."""
+    attrs = {"name": c.name}
+    if c.duration_s:
+        attrs["time"] = f"{c.duration_s:f}"
+    attrs["classname"] = c.classname
+    case = _el("testcase", attrs)
+    if c.properties:
+        case.append(_properties(c.properties))
+    if c.status == "fail":
+        case.append(_el("failure", {"type": "sdematrix.fail", "message": c.message}, c.text))
+    elif c.status == "error":
+        case.append(_el("error", {"type": "sdematrix.error", "message": c.message}, c.text))
+    elif c.status == "skip":
+        case.append(_el("skipped", {"type": "skipped", "message": c.message},
+                        c.text if c.skip_text else None))  # fmt: skip
+    if c.stdout:
+        case.append(_el("system-out", None, c.stdout))
+    return case
+
+
+def run_case(rec: CellRecord) -> JUnitCase:
+    """The case of one `sdematrix run` cell."""
     o = rec.outcome
     c = rec.cell
-    attrs = {"name": c.name}
-    if o.duration_s:
-        attrs["time"] = f"{o.duration_s:f}"
-    attrs["classname"] = f"sdematrix.{c.cpu}"
-    case = _el("testcase", attrs)
-    case.append(_properties(_case_properties(rec)))
     text = "\n".join(o.reasons)
     if o.output_tail:
         text += "\n\n" + o.output_tail
-    if o.status == "fail":
-        case.append(_el("failure", {"type": "sdematrix.fail", "message": o.message}, text))
-    elif o.status == "error":
-        case.append(_el("error", {"type": "sdematrix.error", "message": o.message}, text))
-    elif o.status == "skip":
-        case.append(
-            _el("skipped", {"type": "skipped", "message": o.message},
-                text if len(o.reasons) > 1 else None)
-        )  # fmt: skip
-    out = mix_summary_text(rec.result.mix if rec.result else None)
-    if out:
-        case.append(_el("system-out", None, out))
-    return case
+    return JUnitCase(
+        suite=c.cpu, name=c.name, classname=f"sdematrix.{c.cpu}", status=o.status,
+        message=o.message, text=text, skip_text=len(o.reasons) > 1, duration_s=o.duration_s,
+        properties=_case_properties(rec),
+        stdout=mix_summary_text(rec.result.mix if rec.result else None),
+    )  # fmt: skip
+
+
+def testcase_element(rec: CellRecord) -> ET.Element:
+    """The ``<testcase>`` of one `sdematrix run` cell."""
+    return case_element(run_case(rec))
+
+
+def case_xml(c: JUnitCase) -> str:
+    """`c` as indented XML text (two suite levels deep)."""
+    el = case_element(c)
+    ET.indent(el, space="  ", level=2)
+    return "    " + ET.tostring(el, encoding="unicode") + "\n"
 
 
 def testcase_xml(rec: CellRecord) -> str:
     """The ``<testcase>`` of `rec` as indented XML text (two suite levels deep)."""
-    el = testcase_element(rec)
-    ET.indent(el, space="  ", level=2)
-    return "    " + ET.tostring(el, encoding="unicode") + "\n"
+    return case_xml(run_case(rec))
 
 
 _COUNTED = {"fail": "failures", "error": "errors", "skip": "skipped"}
 
 
 class JUnitDoc:
-    """A JUnit document built one finished cell at a time.
+    """A JUnit document built one finished case at a time (the one JUnit
+    writer of `sdematrix run` and `sdematrix exec`).
 
-    Each case is serialised once, when its cell finishes (:meth:`add`); the
-    document (:meth:`text`) is those fragments under one ``<testsuite>`` per
-    model, in matrix order, with the counts -- so rewriting the whole file
-    after every cell costs a join, not a re-serialisation."""
+    Each case is serialised once, when it is added (:meth:`add_case`; a run's
+    cell: :meth:`add`); the document (:meth:`text`) is those fragments under
+    one ``<testsuite>`` per model, in matrix order, with the counts -- so
+    rewriting the whole file after every cell costs a join, not a
+    re-serialisation.  `suite_properties`: each model's suite properties
+    (``sdematrix_version`` is added last)."""
 
     def __init__(
         self,
         models: list[str],
-        titles: dict[str, str],
-        backends: dict[str, str],
+        suite_properties: dict[str, dict[str, str]],
         timestamp: str,
     ) -> None:
         self.models = list(models)
-        self.titles = titles
-        self.backends = backends
+        self.suite_properties = suite_properties
         self.timestamp = timestamp
         self.hostname = socket.gethostname()
         self._cases: dict[str, list[tuple[int, str]]] = {m: [] for m in self.models}
@@ -316,17 +359,21 @@ class JUnitDoc:
         self._time: dict[str, float] = {}
 
     def add(self, rec: CellRecord, order: int = 0) -> None:
-        cpu = rec.cell.cpu
+        """One finished `sdematrix run` cell."""
+        self.add_case(run_case(rec), order)
+
+    def add_case(self, case: JUnitCase, order: int = 0) -> None:
+        cpu = case.suite
         if cpu not in self._cases:
             self._cases[cpu] = []
             self.models.append(cpu)
-        self._cases[cpu].append((order, testcase_xml(rec)))
+        self._cases[cpu].append((order, case_xml(case)))
         n = self._counts.setdefault(cpu, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
         n["tests"] += 1
-        key = _COUNTED.get(rec.outcome.status)
+        key = _COUNTED.get(case.status)
         if key:
             n[key] += 1
-        self._time[cpu] = self._time.get(cpu, 0.0) + (rec.outcome.duration_s or 0.0)
+        self._time[cpu] = self._time.get(cpu, 0.0) + (case.duration_s or 0.0)
 
     def text(self) -> str:
         zero = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
@@ -352,9 +399,7 @@ class JUnitDoc:
             # "<testsuite .../>" -> open tag
             parts.append("  " + head[:-2].rstrip() + ">\n")
             props = _properties({
-                "cpu": cpu,
-                "title": self.titles.get(cpu, cpu),
-                "backend": self.backends.get(cpu, ""),
+                **self.suite_properties.get(cpu, {"cpu": cpu}),
                 "sdematrix_version": __version__,
             })  # fmt: skip
             ET.indent(props, space="  ", level=2)
@@ -387,7 +432,8 @@ def junit_doc(report: RunReport) -> JUnitDoc:
         for cpu in models
     }
     backends = {cpu: (report.model_backends.get(cpu, {}).get("backend") or "") for cpu in models}
-    return JUnitDoc(models, titles, backends, report.started_at)
+    props = {cpu: {"cpu": cpu, "title": titles[cpu], "backend": backends[cpu]} for cpu in models}
+    return JUnitDoc(models, props, report.started_at)
 
 
 def junit_xml_string(report: RunReport) -> str:
@@ -404,15 +450,36 @@ def write_junit(path: Path, report: RunReport) -> None:
         raise OutputDirError(f"cannot write JUnit file {path}: {e.strerror or e}") from None
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write `text` to a temporary file next to `path`, then rename it over
-    `path`: readers see the old file or the new one, never half of one; on
-    any error (a full disk) the temporary file is removed and the error raised."""
+def link_file(src: Path, dst: Path) -> None:
+    """`dst` becomes the file `src` (a hard link made beside `dst`, renamed
+    over it; a copy only across file systems): one file written once, at two
+    paths (``--junit`` and ``<out>/junit.xml``).  Nothing when they are one."""
+    try:
+        if dst.resolve() == src.resolve():
+            return
+    except OSError:
+        pass
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.link")
+    with contextlib.suppress(OSError):
+        tmp.unlink()
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+def atomic_write(path: Path, text: str | bytes) -> None:
+    """Write `text` (UTF-8; bytes as they are) to a temporary file next to
+    `path`, then rename it over `path`: readers see the old file or the new
+    one, never half of one; on any error (a full disk) the temporary file is
+    removed and the error raised."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    data = text if isinstance(text, bytes) else text.encode("utf-8")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

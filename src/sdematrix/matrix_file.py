@@ -35,6 +35,7 @@ from .errors import MatrixFileError, UnknownCpuError
 from .inputs import load_yaml, parse_yaml
 from .mix import Selector
 from .models import DIRECTIONS, MODES, CpuidLeaf, CpuModel, Matrix, PathSignature, Workload
+from .options import BACKEND_NAMES
 
 #: Paths that execute VAES instructions (never allowed for CFB8 / CFB1).
 VAES_PATHS = frozenset({"vaes_avx2", "avx10_256", "avx512"})
@@ -508,7 +509,7 @@ def _build(data: Mapping[str, Any], source: Path) -> Matrix:
         expected=expected,
         workloads=workloads,
         seed=int(data.get("seed", 1)),
-        backend_preference=tuple(data.get("backends", ("sde", "ptrace", "qemu"))),
+        backend_preference=tuple(data.get("backends", BACKEND_NAMES)),
         extra={
             "classes": {k: tuple(v) for k, v in data["expected"]["classes"].items()},
             "class_paths": {k: dict(v) for k, v in data["expected"]["models"].items()},

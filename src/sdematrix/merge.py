@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import MatrixFileError, OutputDirError
 from .inputs import MAX_XML_BYTES, check_xml, load_json, read_input
-from .junit import SCHEMA
+from .outcome_json import SCHEMA
 
 
 def junit_suites(path: Path) -> list[ET.Element]:

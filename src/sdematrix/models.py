@@ -10,25 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .mix import Selector
+from .options import BACKEND_NAMES
 
 MODES = ("gcm", "cfb128", "cfb8", "cfb1")
 DIRECTIONS = ("encrypt", "decrypt")
 PATHS = ("generic", "aesni", "vaes_avx2", "avx10_256", "avx512")
-#: Prefix of the error reason of a cell the user named (``--cpu``/``--backend``)
-#: that no backend can run here; the rest of the reason says why.
-CANNOT_RUN = "cannot run here: "
-
-
-def cannot_run_reason(status: str, reason: str | None) -> str | None:
-    """Why a cell could not run on this host: the reason of a skip, or of a
-    named cell's CANNOT_RUN error without its prefix; None for any other cell."""
-    if not reason:
-        return None
-    if status == "skip":
-        return reason
-    if status == "error" and reason.startswith(CANNOT_RUN):
-        return reason[len(CANNOT_RUN) :]
-    return None
 
 
 @dataclass(frozen=True)
@@ -101,7 +87,7 @@ class Matrix:
     expected: dict[tuple[str, str, str], str]  # (cpu, mode, direction) -> path
     workloads: dict[str, tuple[Workload, ...]]  # mode -> workloads
     seed: int = 1
-    backend_preference: tuple[str, ...] = ("sde", "ptrace", "qemu")
+    backend_preference: tuple[str, ...] = BACKEND_NAMES
     extra: dict[str, object] = field(default_factory=dict)
 
     def cells(self, cpus: list[str] | None = None) -> list[Cell]:

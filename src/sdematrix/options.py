@@ -1,5 +1,6 @@
 """The options `sdematrix run`, `sdematrix exec`, `sdematrix docker run` and
-the pytest plugin share: one spelling, one default and one help text each.
+the pytest plugin share (and `sdematrix doctor`, its --matrix and --sde-path):
+one spelling, one default and one help text each.
 
 Each option is written once here (:data:`OPTIONS`) and added to a command by
 :func:`add_to_argparse` (the CLI) or :func:`add_to_pytest` (the plugin, whose
@@ -18,22 +19,29 @@ from typing import Any
 
 __all__ = [
     "BACKEND_CHOICES",
+    "BACKEND_NAMES",
     "CPUID_MODES",
     "DEFAULT_TIMEOUT",
     "EXEC_BACKENDS",
     "OPTIONS",
+    "TRACER_CPUID_MODES",
     "add_to_argparse",
     "add_to_pytest",
     "pytest_flag",
 ]
 
-#: Every backend a matrix cell can run on.
-BACKEND_CHOICES: tuple[str, ...] = ("auto", "sde", "ptrace", "qemu")
+#: Every backend a matrix cell can run on, in the default order of preference
+#: (the classes behind the names: :mod:`sdematrix.backends.registry`).
+BACKEND_NAMES: tuple[str, ...] = ("sde", "ptrace", "qemu")
+#: What ``--backend`` takes: one of them for every model, or ``auto`` per model.
+BACKEND_CHOICES: tuple[str, ...] = ("auto", *BACKEND_NAMES)
 #: What `exec` runs programs on: no qemu until exec has a qemu backend
 #: (whole-process chip check and region mixes exist for ptrace and SDE only).
 EXEC_BACKENDS: tuple[str, ...] = tuple(b for b in BACKEND_CHOICES if b != "qemu")
-#: How the ptrace tracer presents CPUID (see backends/ptrace.py).
-CPUID_MODES: tuple[str, ...] = ("auto", "fault", "bp")
+#: How the ptrace tracer presents CPUID (see backends/ptrace.py): the modes it
+#: implements, and ``auto`` (fault where the host has it, else bp).
+TRACER_CPUID_MODES: tuple[str, ...] = ("fault", "bp")
+CPUID_MODES: tuple[str, ...] = ("auto", *TRACER_CPUID_MODES)
 #: One run's timeout in seconds: one cell (run, docker run, pytest) or one
 #: model's run of the program (exec).
 DEFAULT_TIMEOUT = 300.0
@@ -77,7 +85,8 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("--matrix", {"metavar": "FILE", "default": None,
-                        "help": "matrix file (default: ./sde_matrix.yaml, else the packaged copy)"}),
+                        "help": "matrix file (default: ./sde_matrix.yaml, else the packaged copy)"},
+           where=ALL | {"doctor"}),
     Option("--models", {"metavar": "FILE", "default": None,
                         "help": "a models-only YAML file (`models:` as in sde_matrix.yaml): "
                         "custom CPU models for exec, without a whole matrix file"},
@@ -95,8 +104,10 @@ OPTIONS: tuple[Option, ...] = (
                             "help": "with --cpu/--backend: skip models this host cannot run "
                             "instead of failing them"}),
     Option("--sde-path", {"metavar": "PATH", "default": None,
-                          "help": "sde64 executable or SDE kit directory (else $SDE_PATH, PATH)"},
-           where=frozenset({"run", "exec", "pytest"})),
+                          "help": "sde64 executable or SDE kit directory (else $SDE_PATH, PATH; "
+                          "docker run: on this host, mounted into the containers, else the "
+                          "image's)"},
+           where=ALL | {"doctor"}),
     Option("--timeout", {"type": positive_float, "default": DEFAULT_TIMEOUT, "metavar": "S",
                          "help": "seconds one cell (exec: one model's run) may take "
                          f"(default: {DEFAULT_TIMEOUT:g})"}),

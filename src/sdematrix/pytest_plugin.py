@@ -34,6 +34,8 @@ from typing import Any
 
 import pytest
 
+from .reasons import Kind, Reason
+
 SHIPPED_TESTS = Path(__file__).resolve().parent / "testing" / "test_sde_matrix.py"
 CHECKS = ("dispatch", "mix", "chip", "answer")
 
@@ -220,12 +222,10 @@ def sde_session(request: pytest.FixtureRequest) -> SdeSession:
     return sess
 
 
-def classify(reason: str) -> str:
-    """Which check a verdict reason belongs to."""
-    if reason.startswith(("path:", "cpuid:")):
-        return "dispatch"
-    if reason.startswith("chip check"):
-        return "chip"
-    if reason.startswith(("digest:", "probe status", "the probe did not finish")):
-        return "answer"
-    return "mix"
+#: the check each kind of fail reason is filed under (every other kind: "mix")
+_CHECK_OF = {Kind.DISPATCH: "dispatch", Kind.CHIP: "chip", Kind.ANSWER: "answer"}
+
+
+def classify(reason: Reason) -> str:
+    """Which check a verdict reason belongs to (by the kind its judge gave it)."""
+    return _CHECK_OF.get(reason.kind, "mix")

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -43,15 +42,16 @@ from typing import Any
 from ._version import __version__
 from .errors import OutputDirError
 from .junit import (
-    SCHEMA,
     JUnitDoc,
     atomic_write,
     host_info,
     junit_doc,
+    link_file,
     mix_summary,
     prepare_out_dir,
 )
 from .mix import Mix
+from .outcome_json import SCHEMA
 from .runner import CellRecord, RunReport
 
 __all__ = ["KEEP_FUNCTIONS", "ResultsWriter", "slim_mix_json"]
@@ -204,7 +204,8 @@ class ResultsWriter:
         try:
             # JUnit first: results.json is what says the run is complete
             atomic_write(self.junit_path, self.doc.text())
-            self._link_junit()  # every time: <out>/junit.xml is never an older run's
+            # every time: <out>/junit.xml is never an older run's
+            link_file(self.junit_path, self.out / "junit.xml")
             atomic_write(self.out / "results.json", _dumps(self.results_json(final=final)))
         except OSError as e:
             raise OutputDirError(
@@ -212,23 +213,6 @@ class ResultsWriter:
             ) from None
         self._last_flush = time.monotonic()
         self._dirty = False
-
-    def _link_junit(self) -> None:
-        """``<out>/junit.xml`` for a run whose --junit is elsewhere: the same file."""
-        own = self.out / "junit.xml"
-        try:
-            if own.resolve() == self.junit_path.resolve():
-                return
-        except OSError:
-            pass
-        tmp = own.with_name(f".{own.name}.{os.getpid()}.link")
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        try:
-            os.link(self.junit_path, tmp)
-        except OSError:
-            shutil.copyfile(self.junit_path, tmp)
-        os.replace(tmp, own)
 
 
 def _in(value: Any, root: Path) -> bool:

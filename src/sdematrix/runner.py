@@ -33,8 +33,9 @@ from typing import Any
 from .backends.base import ProbeCommand, RunResult
 from .backends.registry import BackendSelector
 from .errors import SdeMatrixError
-from .models import CANNOT_RUN, Cell, CpuModel, Matrix, cannot_run_reason
+from .models import Cell, CpuModel, Matrix
 from .progress import Progress
+from .reasons import CANNOT_RUN, cannot_run_why
 from .verdict import Outcome, judge
 
 __all__ = ["CellRecord", "RunReport", "kill_descendants", "run_cells"]
@@ -84,7 +85,7 @@ class RunReport:
         the errors of a strict one alike."""
         groups: dict[str, tuple[list[str], list[int]]] = {}
         for r in self.records:
-            why = cannot_run_reason(r.result.status, r.result.reason) if r.result else None
+            why = cannot_run_why(r.outcome.status, r.outcome.reasons)
             if why is None:
                 continue
             cpus, n = groups.setdefault(why, ([], [0]))
@@ -207,6 +208,7 @@ def _run_one(
                 backend=selector.requested,
                 status="error",
                 reason=f"{CANNOT_RUN}{choice.skip_reason}",
+                cannot_run=True,
             )
         else:
             res = RunResult(backend=selector.requested, status="skip", reason=choice.skip_reason)

@@ -32,7 +32,6 @@ that never reaches ``*total``, no global block) raises
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -425,18 +424,6 @@ def parse_mix_text(text: str, source_name: str = "<mix>") -> Mix:
     )
     mix.meta = meta
     return mix
-
-
-def summarize(mix: Mix) -> dict[str, object]:
-    """A compact digest of a mix for reports: totals by width, encoding, top ISA sets."""
-    o = mix.overall
-    top_sets: Counter[str] = o.isa_set
-    return {
-        "total": o.total,
-        "by_width": dict(o.width),
-        "by_encoding": dict(o.encoding),
-        "top_isa_sets": dict(top_sets.most_common(8)),
-    }
 
 
 def unlisted_count(mix: Mix, selector: Selector) -> int:

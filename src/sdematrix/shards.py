@@ -27,7 +27,7 @@ from .models import Matrix
 #: Default upper bound on the number of jobs (GitHub runs 20 jobs at once on a
 #: free account; leave room for the setup, publish and host-test jobs).
 DEFAULT_MAX_SHARDS = 16
-#: The backends a CI matrix is sharded for.
+#: The backends a CI matrix is sharded for (list-cpus --backend).
 SHARD_BACKENDS = ("sde", "ptrace")
 
 
@@ -44,7 +44,9 @@ def backend_models(matrix: Matrix, backend: str = "sde") -> list[str]:
         return sde_models(matrix)
     if backend == "ptrace":
         return list(matrix.models)
-    raise SdeMatrixError(f"no CI shards for backend {backend!r} (choose from sde, ptrace)")
+    raise SdeMatrixError(
+        f"no CI shards for backend {backend!r} (choose from {', '.join(SHARD_BACKENDS)})"
+    )
 
 
 def shard_models(

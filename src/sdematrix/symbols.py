@@ -213,18 +213,6 @@ class Symbolizer:
             return self.maps[i]
         return None
 
-    def image_base(self, path: str) -> int | None:
-        """Load bias of `path`: run-time address minus ELF vaddr."""
-        img = load_image(path)
-        if img is None:
-            return None
-        for m in self.maps:
-            if m.path == path:
-                va = img.vaddr_of_offset(m.offset)
-                if va is not None:
-                    return m.lo - va
-        return None
-
     def locate(self, addr: int) -> Location:
         loc = self._cache.get(addr)
         if loc is None:

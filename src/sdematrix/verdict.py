@@ -34,26 +34,23 @@ from .cpuid_seen import cpuid_differences
 from .matrix_file import required_selectors
 from .mix import Mix, Selector, format_form, top_offenders
 from .models import Cell, CpuModel, Matrix
+from .outcome_json import outcome_to_json
+from .reasons import Kind, Reason
 from .sde_mix import forbid_coverage_problem
 
-__all__ = ["Outcome", "OutcomeStatus", "judge"]
+__all__ = ["Outcome", "OutcomeStatus", "Verdict", "judge"]
 
 OutcomeStatus = Literal["pass", "fail", "error", "skip"]
 
 
-@dataclass
-class Outcome:
-    cell: Cell
-    status: OutcomeStatus
-    reasons: list[str] = field(default_factory=list)
-    path: str | None = None  # the path the probe reports it used
-    expected_path: str | None = None
-    backend: str | None = None
-    backend_version: str | None = None
-    duration_s: float = 0.0
-    digest: str | None = None
-    expected_digest: str | None = None
-    output_tail: str = ""  # last output lines, for errors
+class Verdict:
+    """What every verdict -- a `run` cell's :class:`Outcome`, an `exec`
+    model's outcome and each of its checks -- has: a status and the reasons
+    for it (:class:`~sdematrix.reasons.Reason` each, as the judge wrote
+    them), and the one-line message JUnit and the summaries show."""
+
+    status: str
+    reasons: list[str]
 
     @property
     def message(self) -> str:
@@ -63,26 +60,24 @@ class Outcome:
         more = f" (+{len(self.reasons) - 1} more)" if len(self.reasons) > 1 else ""
         return self.reasons[0] + more
 
+
+@dataclass
+class Outcome(Verdict):
+    cell: Cell
+    status: OutcomeStatus
+    reasons: list[str] = field(default_factory=list)  # Reason each, as judge() writes them
+    path: str | None = None  # the path the probe reports it used
+    expected_path: str | None = None
+    backend: str | None = None
+    backend_version: str | None = None
+    duration_s: float = 0.0
+    digest: str | None = None
+    expected_digest: str | None = None
+    output_tail: str = ""  # last output lines, for errors
+
     def to_json(self) -> dict[str, Any]:
-        c = self.cell
-        return {
-            "cell": c.name,
-            "cpu": c.cpu,
-            "mode": c.mode,
-            "direction": c.direction,
-            "key_bits": c.key_bits,
-            "length": c.length,
-            "status": self.status,
-            "reasons": list(self.reasons),
-            "path": self.path,
-            "expected_path": self.expected_path,
-            "backend": self.backend,
-            "backend_version": self.backend_version,
-            "duration_s": round(self.duration_s, 6),
-            "digest": self.digest,
-            "expected_digest": self.expected_digest,
-            "output_tail": self.output_tail,
-        }
+        """The outcome as results.json holds it (:mod:`sdematrix.outcome_json`)."""
+        return outcome_to_json(self)
 
 
 def _last_output(result: RunResult, n: int = 12) -> str:
@@ -167,24 +162,27 @@ def judge(
 
     if result.status == "skip":
         out.status = "skip"
-        out.reasons = [_one_line(result.reason or "skipped")]
+        out.reasons = [Reason(_one_line(result.reason or "skipped"), Kind.CANNOT_RUN)]
         return out
     if result.status in ("error", "timeout"):
         out.status = "error"
         default = "timed out" if result.status == "timeout" else "run failed"
-        out.reasons = [_one_line(result.reason or default)]
+        text = _one_line(result.reason or default)
+        # a cell the user named that no backend can run (the runner says so)
+        out.reasons = [Reason(text, Kind.CANNOT_RUN if result.cannot_run else Kind.BACKEND_ERROR)]
         out.output_tail = _last_output(result)
         return out
     if expected is None:
         out.status = "error"
-        out.reasons = [
-            f"the matrix states no expected path for ({cell.cpu}, {cell.mode}, {cell.direction})"
-        ]
+        out.reasons = [Reason(
+            f"the matrix states no expected path for ({cell.cpu}, {cell.mode}, {cell.direction})",
+            Kind.MATRIX,
+        )]
         return out
     if result.probe is None and not result.violations:
         out.status = "error"
         code = result.exit_code
-        out.reasons = [f"no probe JSON in the output (exit code {code})"]
+        out.reasons = [Reason(f"no probe JSON in the output (exit code {code})", Kind.BACKEND_ERROR)]
         out.output_tail = _last_output(result)
         return out
     empty = _empty_region(result, matrix, expected)
@@ -193,7 +191,7 @@ def judge(
         # a backend that counted nothing) would satisfy every forbid and the
         # generic path's empty signature.
         out.status = "error"
-        out.reasons = [empty]
+        out.reasons = [Reason(empty, Kind.MIX)]
         out.output_tail = _last_output(result)
         return out
 
@@ -202,24 +200,29 @@ def judge(
         status = probe.get("status")
         if status != "ok":
             msg = probe.get("message")
-            reasons.append(
-                f"probe status {status!r}" + (f": {_one_line(str(msg), 200)}" if msg else "")
-            )
+            reasons.append(Reason(
+                f"probe status {status!r}" + (f": {_one_line(str(msg), 200)}" if msg else ""),
+                Kind.ANSWER,
+            ))
         if out.path != expected:
-            reasons.append(f"path: expected {expected}, got {out.path}")
-        reasons.extend(cpuid_differences(probe, model))
+            reasons.append(Reason(f"path: expected {expected}, got {out.path}", Kind.DISPATCH))
+        reasons.extend(Reason(d, Kind.DISPATCH) for d in cpuid_differences(probe, model))
     else:
-        reasons.append("the probe did not finish (stopped by the chip check), so no path/digest")
+        reasons.append(Reason(
+            "the probe did not finish (stopped by the chip check), so no path/digest", Kind.ANSWER
+        ))
 
     sig = matrix.signatures.get(expected)
     mix = result.mix
     undecidable: str | None = None
     missing_required = False
     if sig is None:
-        reasons.append(f"the matrix has no signature for path {expected}")
+        reasons.append(Reason(f"the matrix has no signature for path {expected}", Kind.MIX))
     elif mix is None:
         if result.probe is not None:
-            reasons.append("no instruction mix to check the path signature against")
+            reasons.append(
+                Reason("no instruction mix to check the path signature against", Kind.MIX)
+            )
     else:
         counts = mix.scoped(sig.scope)
         where = "" if sig.scope == "all" else f" in scope {sig.scope}"
@@ -229,42 +232,47 @@ def judge(
         for sel in required_selectors(sig, cell.mode, cell.direction):
             if sel.count(counts) == 0:
                 missing_required = True
-                reasons.append(
-                    f"required by path {expected} but not executed{where}: {sel.describe()}"
-                )
+                reasons.append(Reason(
+                    f"required by path {expected} but not executed{where}: {sel.describe()}",
+                    Kind.MIX,
+                ))
         for sel in sig.forbid:
             n = sel.count(counts)
             if n > 0:
                 detail = _forbidden_detail(mix, sel, sig.scope)
-                reasons.append(
+                reasons.append(Reason(
                     f"forbidden for path {expected} but executed {n}x{where}: {sel.describe()}"
-                    + (f" -- {detail}" if detail else "")
-                )
+                    + (f" -- {detail}" if detail else ""),
+                    Kind.MIX,
+                ))
 
         # When the path is wrong or its signature unmet, say what ran instead:
         # the top vector/crypto instructions in the signature's scope, by
-        # function.  The line is prefixed with its cause, so it is filed
-        # under the check that failed (path: dispatch; signature: mix).
+        # function, filed under the check that failed (path: dispatch;
+        # signature: mix) and prefixed with that cause.
         wrong_path = out.path != expected
         if wrong_path or missing_required:
             seen = top_offenders(mix, Selector(width="[xyz]mm"), sig.scope, limit=5)
             if seen:
                 cause = "path" if wrong_path else f"required by path {expected}"
-                reasons.append(
+                reasons.append(Reason(
                     f"{cause}: seen instead (top vector/crypto instructions{where}): "
-                    + "; ".join(f"{format_form(form)} x{n} in {fn}" for fn, _img, form, n in seen)
-                )
+                    + "; ".join(f"{format_form(form)} x{n} in {fn}" for fn, _img, form, n in seen),
+                    Kind.DISPATCH if wrong_path else Kind.MIX,
+                ))
 
     for v in result.violations:
-        reasons.append(f"chip check ({model.name}): {_one_line(v.describe(), 300)}")
+        reasons.append(
+            Reason(f"chip check ({model.name}): {_one_line(v.describe(), 300)}", Kind.CHIP)
+        )
 
     digest_checked = result.probe is not None and probe.get("status") == "ok"
     if digest_checked and expected_digest is not None and out.digest != expected_digest:
-        reasons.append(f"digest: expected {expected_digest}, got {out.digest}")
+        reasons.append(Reason(f"digest: expected {expected_digest}, got {out.digest}", Kind.ANSWER))
 
     if undecidable is not None:
         out.status = "error"
-        out.reasons = [undecidable, *reasons]
+        out.reasons = [Reason(undecidable, Kind.MIX), *reasons]
         return out
     if reasons:
         out.status = "fail"

@@ -50,6 +50,9 @@ class RunResult:
     mix: Mix | None = None
     violations: list[Violation] = field(default_factory=list)
     reason: str | None = None  # skip / error reason (one line)
+    # an error because no backend can run a cell the user named (the reason
+    # says why): judged a cannot-run-here reason, not a backend error
+    cannot_run: bool = False
     stdout_tail: str = ""
     stderr_tail: str = ""
     duration_s: float = 0.0

@@ -43,10 +43,11 @@ from typing import Any
 from ..mix import Mix
 from ..mix_build import Executed, checked_mix, zero_source_violations
 from ..models import Cell, CpuModel
+from ..options import CPUID_MODES, TRACER_CPUID_MODES
+from ..reasons import Kind, Reason
 from ..symbols import Symbolizer
 from .base import ProbeCommand, RunResult, Violation
 from .ptrace_profile import Site, image_sites, program_images, site_lines, write_profile
-from .registry import CPUID_MODES
 from .sde import run_process, tail_lines
 
 __all__ = [
@@ -446,16 +447,19 @@ class PtraceBackend:
 
     def _check(self) -> str | None:
         if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
-            return f"ptrace backend needs Linux x86-64 (this is {platform.system()} {platform.machine()})"
+            return Reason(f"ptrace backend needs Linux x86-64 (this is {platform.system()} "
+                          f"{platform.machine()})", Kind.HOST_LIMIT)
         tracer = tracer_path()
         if tracer is None or not os.access(tracer, os.X_OK):
-            return (
-                f"tracer binary not found (set {TRACER_ENV} or build the package's _bin/vc-tracer)"
+            return Reason(
+                f"tracer binary not found (set {TRACER_ENV} or build the package's _bin/vc-tracer)",
+                Kind.BACKEND_ERROR,
             )
         if self.cpuid_mode == "fault":
             faulting = cpuid_faulting_available()
             if faulting is not True:
-                return f"CPUID faulting not available on this host ({faulting})"
+                return Reason(f"CPUID faulting not available on this host ({faulting})",
+                              Kind.HOST_LIMIT)
         return self._self_test(tracer)
 
     def _self_test(self, tracer: Path) -> str | None:
@@ -469,10 +473,11 @@ class PtraceBackend:
                 timeout=20,
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as e:
-            return f"tracer broken: cannot run {tracer} --host-profile: {e}"
+            return Reason(f"tracer broken: cannot run {tracer} --host-profile: {e}", Kind.BACKEND_ERROR)
         if host.returncode != 0 or "cpuid 1 0 " not in host.stdout:
             err = (host.stderr.strip().splitlines() or ["no output"])[-1]
-            return f"tracer broken: --host-profile exit {host.returncode}: {err}"
+            return Reason(f"tracer broken: --host-profile exit {host.returncode}: {err}",
+                          Kind.BACKEND_ERROR)
         text = _selftest_profile(host.stdout)
         with tempfile.TemporaryDirectory(prefix="sdematrix-ptrace-") as tmp:
             prof, out = Path(tmp) / "profile", Path(tmp) / "out"
@@ -481,32 +486,36 @@ class PtraceBackend:
                 sites = self.sites_for(str(tracer), dict(os.environ))
                 lines += site_lines(sites, program_images(str(tracer), dict(os.environ)))
             except (OSError, ValueError) as e:
-                return f"tracer broken: cannot find the CPUID sites of {tracer}: {e}"
+                return Reason(f"tracer broken: cannot find the CPUID sites of {tracer}: {e}",
+                              Kind.BACKEND_ERROR)
             prof.write_text("\n".join(lines) + "\n")
             argv = [str(tracer), "--profile", str(prof), "--out", str(out),
                     "--cpuid-mode", self.cpuid_mode, "--", str(tracer), "--print-cpuid"]  # fmt: skip
             try:
                 proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=30)
             except (OSError, subprocess.TimeoutExpired) as e:
-                return f"cannot run the tracer: {e}"
+                return Reason(f"cannot run the tracer: {e}", Kind.BACKEND_ERROR)
             if proc.returncode != 0 or not out.exists():
                 err = (proc.stderr.strip().splitlines() or ["no message"])[-1]
                 if "PTRACE_TRACEME" in err or "Operation not permitted" in err:
-                    return f"ptrace not permitted: {err}"
-                return f"tracer broken: traced self-test exit {proc.returncode}: {err}"
+                    return Reason(f"ptrace not permitted: {err}", Kind.HOST_LIMIT)
+                return Reason(f"tracer broken: traced self-test exit {proc.returncode}: {err}",
+                              Kind.BACKEND_ERROR)
             try:
                 traced = parse_tracer_output(out.read_text())
             except ValueError as e:
-                return f"tracer broken: {e}"
+                return Reason(f"tracer broken: {e}", Kind.BACKEND_ERROR)
         want, seen = _profile_lines(text), _profile_lines(proc.stdout)
         for key in ("cpuid 0 0", "cpuid 1 0", "xcr0"):
             if seen.get(key) != want.get(key):
-                return (
+                return Reason(
                     f"tracer broken: the traced program saw {key} = {seen.get(key)}, "
-                    f"the profile says {want.get(key)} (CPUID mode {traced.cpuid_mode})"
+                    f"the profile says {want.get(key)} (CPUID mode {traced.cpuid_mode})",
+                    Kind.BACKEND_ERROR,
                 )
-        if traced.cpuid_mode not in ("fault", "bp"):
-            return f"tracer broken: CPUID mode {traced.cpuid_mode!r} in the self-test"
+        if traced.cpuid_mode not in TRACER_CPUID_MODES:
+            return Reason(f"tracer broken: CPUID mode {traced.cpuid_mode!r} in the self-test",
+                          Kind.BACKEND_ERROR)
         self._cpuid_mode = traced.cpuid_mode
         return None
 

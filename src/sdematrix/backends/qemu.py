@@ -58,6 +58,7 @@ from ..qemu_plugin import (
     parse_last_file,
     parse_plugin_output,
 )
+from ..reasons import Kind, Reason
 from ..symbols import Location, Symbolizer, load_image
 from .base import ProbeCommand, RunResult, Violation
 from .sde import run_process, tail_lines
@@ -141,7 +142,8 @@ class QemuBackend:
     def unavailable_reason(self) -> str | None:
         if self.qemu_path() is None:
             cand = self._qemu_arg or os.environ.get(QEMU_ENV) or QEMU_EXE
-            return f"{cand} not found (install Debian's qemu-user, or set {QEMU_ENV})"
+            return Reason(f"{cand} not found (install Debian's qemu-user, or set {QEMU_ENV})",
+                          Kind.HOST_LIMIT)
         return None
 
     def _query(self, *args: str, no_core: bool = False) -> subprocess.CompletedProcess[str] | None:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from ..errors import BackendUnavailableError
 from ..models import CpuModel, Matrix
+from ..options import BACKEND_NAMES, CPUID_MODES
+from ..reasons import Kind, Reason
 from .base import Backend
 
 __all__ = [
@@ -28,12 +30,10 @@ __all__ = [
 
 # name -> (module, class); modules are imported on first use so that a backend
 # with heavy or missing dependencies does not break the others.
+_CLASS_OF = {"sde": "SdeBackend", "ptrace": "PtraceBackend", "qemu": "QemuBackend"}
 _CLASSES: dict[str, tuple[str, str]] = {
-    "sde": ("sdematrix.backends.sde", "SdeBackend"),
-    "ptrace": ("sdematrix.backends.ptrace", "PtraceBackend"),
-    "qemu": ("sdematrix.backends.qemu", "QemuBackend"),
+    name: (f"sdematrix.backends.{name}", _CLASS_OF[name]) for name in BACKEND_NAMES
 }
-BACKEND_NAMES: tuple[str, ...] = tuple(_CLASSES)
 
 
 class _Missing:
@@ -44,7 +44,7 @@ class _Missing:
         self._why = why
 
     def unavailable_reason(self) -> str | None:
-        return f"backend module not importable: {self._why}"
+        return Reason(f"backend module not importable: {self._why}", Kind.BACKEND_ERROR)
 
     def version(self) -> str | None:
         return None
@@ -56,7 +56,6 @@ class _Missing:
         raise RuntimeError(self._why)
 
 
-CPUID_MODES: tuple[str, ...] = ("auto", "fault", "bp")
 
 
 def create_backend(

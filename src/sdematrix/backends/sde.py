@@ -36,6 +36,7 @@ from typing import IO, Any
 
 from ..errors import MixFileError, SdeMatrixError
 from ..models import Cell, CpuModel
+from ..reasons import Kind, Reason
 from ..sde_mix import parse_mix_file
 from .base import ProbeCommand, RunResult, Violation
 
@@ -312,10 +313,12 @@ class SdeBackend:
             ("SDE_PATH", self._environ.get("SDE_PATH")),
         ):
             if cand:
-                return (
-                    f"Intel SDE not found at {cand} (from {label}): no executable {SDE_EXE} there"
+                return Reason(  # a path the user gave that is wrong: not the host's limit
+                    f"Intel SDE not found at {cand} (from {label}): no executable {SDE_EXE} there",
+                    Kind.BACKEND_ERROR,
                 )
-        return f"Intel SDE not installed (set SDE_PATH or put {SDE_EXE} on PATH)"
+        return Reason(f"Intel SDE not installed (set SDE_PATH or put {SDE_EXE} on PATH)",
+                      Kind.HOST_LIMIT)
 
     def _ask(self, flag: str) -> str | None:
         """stdout + stderr of `sde64 <flag>`, run once per backend object;

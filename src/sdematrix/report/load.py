@@ -23,7 +23,6 @@ wrote its summary) the cells are rebuilt from those files, with a warning.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SdeMatrixError
-from ..inputs import MAX_JSON_BYTES, JsonProblem, bounded_int, decode_json, read_text_input
+from ..inputs import MAX_JSON_BYTES, JsonProblem, decode_json, read_text_input
 from ..mix import Mix, MixCounts
 from ..models import DIRECTIONS, MODES
+from ..outcome_json import SCHEMA_PREFIX, as_int, cell_of_name, opt_str, outcome_from_json
+from ..verdict import Outcome
 
 __all__ = [
     "STATUS_ORDER",
@@ -48,7 +49,6 @@ __all__ = [
     "worst_status",
 ]
 
-SCHEMA_PREFIX = "sdematrix-results/"
 
 # Worst first: the status a heat-map square shows when its workloads disagree.
 # fail (the product is wrong) outranks error (the harness broke); a cell that
@@ -87,25 +87,12 @@ class ModelInfo:
 
 
 @dataclass
-class CellResult:
-    """One cell's outcome plus (lazily) its detail file and its mix."""
+class CellResult(Outcome):
+    """One cell's outcome as results.json has it (read through the schema
+    that writes it: :mod:`sdematrix.outcome_json`) plus (lazily) its detail
+    file and its mix."""
 
-    name: str
-    cpu: str
-    mode: str
-    direction: str
-    key_bits: int | None
-    length: int | None
-    status: str
-    reasons: list[str] = field(default_factory=list)
-    path: str | None = None
-    expected_path: str | None = None
-    backend: str | None = None
-    backend_version: str | None = None
-    duration_s: float = 0.0
-    digest: str | None = None
-    expected_digest: str | None = None
-    output_tail: str = ""
+    name: str = ""  # the cell's name as the file gives it
     mix_summary: dict[str, Any] | None = None
     cell_file: Path | None = None
     mix_file: Path | None = None
@@ -114,6 +101,26 @@ class CellResult:
     _mix: Mix | None = field(default=None, repr=False)
     _mix_loaded: bool = field(default=False, repr=False)
     _warnings: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def cpu(self) -> str:
+        return self.cell.cpu
+
+    @property
+    def mode(self) -> str:
+        return self.cell.mode
+
+    @property
+    def direction(self) -> str:
+        return self.cell.direction
+
+    @property
+    def key_bits(self) -> int | None:
+        return self.cell.key_bits
+
+    @property
+    def length(self) -> int | None:
+        return self.cell.length
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -163,7 +170,7 @@ class CellResult:
         s = self.mix_summary
         if not s:
             return None
-        mc = MixCounts(total=_as_int(s.get("total", 0)) or 0)
+        mc = MixCounts(total=as_int(s.get("total", 0)) or 0)
         mc.isa_set.update(_int_map(s.get("top_isa_sets")))
         return mc
 
@@ -172,7 +179,7 @@ class CellResult:
         if self.mix is not None:
             return self.mix.overall.total
         if self.mix_summary and "total" in self.mix_summary:
-            return _as_int(self.mix_summary["total"])
+            return as_int(self.mix_summary["total"])
         return None
 
     @property
@@ -207,11 +214,11 @@ class CellResult:
             out.append(
                 Violation(
                     reason=str(v.get("reason", "")),
-                    address=_opt_str(v.get("address")),
-                    function=_opt_str(v.get("function")),
-                    image=_opt_str(v.get("image")),
-                    mnemonic=_opt_str(v.get("mnemonic")),
-                    bytes_hex=_opt_str(v.get("bytes_hex")),
+                    address=opt_str(v.get("address")),
+                    function=opt_str(v.get("function")),
+                    image=opt_str(v.get("image")),
+                    mnemonic=opt_str(v.get("mnemonic")),
+                    bytes_hex=opt_str(v.get("bytes_hex")),
                 )
             )
         return out
@@ -316,7 +323,7 @@ class RunResults:
 
     @property
     def started_at(self) -> str | None:
-        return _opt_str(self.meta.get("started_at"))
+        return opt_str(self.meta.get("started_at"))
 
     @property
     def duration_s(self) -> float | None:
@@ -337,10 +344,6 @@ def group_cells(cells: Iterable[CellResult]) -> dict[tuple[str, str, str], CellG
 # --------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------
-
-
-def _opt_str(v: Any) -> str | None:
-    return None if v is None else str(v)
 
 
 def _read_json(path: Path, warnings: list[str], *, what: str) -> Any:
@@ -372,33 +375,6 @@ def _exists(path: Path) -> bool:
     return True
 
 
-def _as_int(v: Any) -> int | None:
-    """An int from a JSON value, None for anything else (bounded: a bool, a
-    float out of range, a 5,000-digit string are all None)."""
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, str):
-        try:
-            return bounded_int(v)
-        except ValueError:
-            return None
-    try:
-        return int(v)
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _as_float(v: Any) -> float:
-    """A finite float from a JSON value, else 0.0."""
-    if isinstance(v, str) and len(v) > 64:
-        return 0.0
-    try:
-        f = float(v)
-    except (TypeError, ValueError, OverflowError):
-        return 0.0
-    return f if math.isfinite(f) else 0.0
-
-
 def _as_dict(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
@@ -411,30 +387,15 @@ def _int_map(v: Any) -> dict[str, int]:
     """{str: int} from a JSON object, entries that are not counts dropped."""
     out: dict[str, int] = {}
     for k, n in _as_dict(v).items():
-        i = _as_int(n)
+        i = as_int(n)
         if i is not None:
             out[str(k)] = i
     return out
 
 
-def _split_name(name: str) -> tuple[str, str, str, int | None, int | None]:
-    parts = name.split(".")
-    cpu = parts[0] if parts else name
-    mode = parts[1] if len(parts) > 1 else "?"
-    direction = parts[2] if len(parts) > 2 else "?"
-    kb = _as_int(parts[3]) if len(parts) > 3 else None
-    ln = _as_int(parts[4]) if len(parts) > 4 else None
-    return cpu, mode, direction, kb, ln
-
-
 def _cell_from_json(d: dict[str, Any], root: Path, files: dict[str, Any] | None) -> CellResult:
-    name = str(d.get("cell") or "")
-    cpu, mode, direction, kb, ln = _split_name(name)
-    cpu = str(d.get("cpu") or cpu)
-    mode = str(d.get("mode") or mode)
-    direction = str(d.get("direction") or direction)
-    if not name:
-        name = f"{cpu}.{mode}.{direction}.{d.get('key_bits')}.{d.get('length')}"
+    fields = outcome_from_json(d)
+    name = fields["name"]
     files = files or {}
     cell_rel = files.get("cell") if isinstance(files.get("cell"), str) else f"cells/{name}.json"
     mix_rel = files.get("mix") if isinstance(files.get("mix"), str) else None
@@ -442,24 +403,8 @@ def _cell_from_json(d: dict[str, Any], root: Path, files: dict[str, Any] | None)
         guess = root / "mix" / f"{name}.mix.json"
         mix_rel = str(guess.relative_to(root)) if _exists(guess) else None
     summary = d.get("mix_summary")
-    reasons = d.get("reasons") or []
     return CellResult(
-        name=name,
-        cpu=cpu,
-        mode=mode,
-        direction=direction,
-        key_bits=_as_int(d.get("key_bits", kb)),
-        length=_as_int(d.get("length", ln)),
-        status=str(d.get("status") or "error"),
-        reasons=[str(r) for r in reasons] if isinstance(reasons, list) else [str(reasons)],
-        path=_opt_str(d.get("path")),
-        expected_path=_opt_str(d.get("expected_path")),
-        backend=_opt_str(d.get("backend")),
-        backend_version=_opt_str(d.get("backend_version")),
-        duration_s=_as_float(d.get("duration_s")),
-        digest=_opt_str(d.get("digest")),
-        expected_digest=_opt_str(d.get("expected_digest")),
-        output_tail=str(d.get("output_tail") or ""),
+        **fields,
         mix_summary=summary if isinstance(summary, dict) else None,
         cell_file=root / str(cell_rel),
         mix_file=(root / str(mix_rel)) if mix_rel else None,
@@ -467,11 +412,8 @@ def _cell_from_json(d: dict[str, Any], root: Path, files: dict[str, Any] | None)
 
 
 def _not_run_cell(name: str) -> CellResult:
-    cpu, mode, direction, kb, ln = _split_name(name)
-    return CellResult(
-        name=name, cpu=cpu, mode=mode, direction=direction, key_bits=kb, length=ln,
-        status="not_run", reasons=["not run: the run was interrupted first"],
-    )  # fmt: skip
+    return CellResult(cell=cell_of_name(name), name=name, status="not_run",  # type: ignore[arg-type]
+                      reasons=["not run: the run was interrupted first"])  # fmt: skip
 
 
 def _rebuild_from_cells(root: Path, warnings: list[str]) -> list[CellResult]:
@@ -548,8 +490,8 @@ def load_results(directory: str | Path) -> RunResults:
         models[str(cpu)] = ModelInfo(
             name=str(cpu),
             title=str(m.get("title") or cpu),
-            backend=_opt_str(m.get("backend")),
-            skip_reason=_opt_str(m.get("skip_reason")),
+            backend=opt_str(m.get("backend")),
+            skip_reason=opt_str(m.get("skip_reason")),
         )
     host = data.get("host") if isinstance(data.get("host"), dict) else {}
     backends = data.get("backends") if isinstance(data.get("backends"), dict) else {}
@@ -561,7 +503,7 @@ def load_results(directory: str | Path) -> RunResults:
         diffs = [
             f"{k} {declared.get(k)} vs {actual.get(k, 0)}"
             for k in ("pass", "fail", "error", "skip")
-            if k in declared and _as_int(declared.get(k)) != actual.get(k, 0)
+            if k in declared and as_int(declared.get(k)) != actual.get(k, 0)
         ]
         if diffs:
             warnings.append(

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from ..errors import OutputDirError
-from ..models import cannot_run_reason
+from ..reasons import cannot_run_why
 from .load import CellGroup, CellResult, RunResults, load_results
 
 __all__ = ["BUDGET", "SYMBOLS", "emit_step_summary", "render_markdown", "write_markdown"]
@@ -132,12 +132,14 @@ def _code(text: str) -> str:
 def _unrunnable(res: RunResults) -> dict[tuple[str, str], list[CellResult]]:
     """The cells that could not run here, by (status, reason): the skips of a
     default run, the "cannot run here" errors of a run that named its CPUs or
-    backend (:func:`~sdematrix.models.cannot_run_reason`, as the CLI summary
+    backend (reasons of kind cannot-run-here, :func:`~sdematrix.reasons.cannot_run_why`, as the CLI summary
     groups them), and cells an interrupt left unrun."""
     groups: dict[tuple[str, str], list[CellResult]] = {}
     for c in res.cells:
-        first = (c.reasons[0] if c.reasons else "") or c.status
-        why = first if c.status == "not_run" else cannot_run_reason(c.status, first)
+        if c.status == "not_run":
+            why: str | None = (c.reasons[0] if c.reasons else "") or c.status
+        else:
+            why = cannot_run_why(c.status, c.reasons)
         if why is not None:
             groups.setdefault((c.status, why), []).append(c)
     return groups
