@@ -35,7 +35,7 @@ say() { echo "fault-vm: $* ($((SECONDS - t0)) s)"; }
 die() { echo "fault-vm: FAIL: $*" >&2; exit 1; }
 
 why="$(PYTHONPATH="$repo/src" python3 -c \
-    'from sdematrix.backends.ptrace import cpuid_faulting_available as f; print(f())')" \
+    'from sdematrix.backends.ptrace.backend import cpuid_faulting_available as f; print(f())')" \
     || die "cannot ask this host about CPUID faulting (python3 -c 'import sdematrix' failed)"
 if [ "$why" = "True" ] && [ "$force" -eq 0 ]; then
     echo "fault-vm: skipped: this host has CPUID faulting, so the main suite already ran the fault-mode tests natively (ci/fault-vm.sh --force runs the VM anyway)"

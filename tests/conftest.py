@@ -27,7 +27,7 @@ def vaescrypt_cases(request: pytest.FixtureRequest) -> int:
 # A skip is a claim that this host cannot do something.  A test skipped
 # because the ptrace tracer does not work here, for any reason other than one
 # the host really has (not x86-64 Linux, ptrace forbidden, no CPUID faulting,
-# a CPU without the model's ISA: sdematrix.doctor.is_host_limit), is turned
+# a CPU without the model's ISA: sdematrix.cli.doctor.is_host_limit), is turned
 # into a failure: "the tool is broken here" must never read as green.
 _TRACER_WORDS = re.compile(r"\bptrace\b|tracer", re.IGNORECASE)
 # A host-limit skip that says ptrace cannot run at all (as opposed to one
@@ -51,7 +51,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     reason = _skip_reason(rep)
     if not _TRACER_WORDS.search(reason):
         return
-    from sdematrix.doctor import is_host_limit
+    from sdematrix.cli.doctor import is_host_limit
 
     if not is_host_limit(reason):
         rep.outcome = "failed"
@@ -70,6 +70,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 @functools.cache
 def _ptrace_usable() -> bool:
     """What `sdematrix doctor` says of ptrace on this host (once per worker)."""
-    from sdematrix.backends.ptrace import PtraceBackend
+    from sdematrix.backends.ptrace.backend import PtraceBackend
 
     return PtraceBackend().unavailable_reason() is None

@@ -31,7 +31,7 @@ CPUS = "nhm,snb,hsw,icl,spr,zen3,spr_xcr0_sse"
 
 
 def _ptrace_missing() -> str | None:
-    from sdematrix.backends.ptrace import PtraceBackend
+    from sdematrix.backends.ptrace.backend import PtraceBackend
 
     return PtraceBackend().unavailable_reason()
 

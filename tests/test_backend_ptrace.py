@@ -19,14 +19,14 @@ from test_tracer import (  # noqa: F401  (fixture re-export)
 )
 
 from sdematrix.backends.base import Backend, ProbeCommand
-from sdematrix.backends.ptrace import (
+from sdematrix.backends.ptrace.backend import (
     PtraceBackend,
     cpuid_faulting_available,
     host_features,
     parse_tracer_output,
 )
-from sdematrix.mix import Mix
-from sdematrix.models import Cell
+from sdematrix.evidence.mix import Mix
+from sdematrix.spec.models import Cell
 
 CELL = Cell("hswish", "gcm", "encrypt", 128, 16)
 
@@ -223,7 +223,7 @@ def test_timeout_kills_tracee(backend: PtraceBackend, tmp_path: Path) -> None:
 def test_cannot_run_names_missing_features(
     backend: PtraceBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sdematrix.backends.ptrace as ptrace_mod
+    import sdematrix.backends.ptrace.backend as ptrace_mod
 
     host = host_features()
     m = intel_model()

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from sdematrix.backends.base import Backend, ProbeCommand, RunResult
-from sdematrix.backends.qemu import TCG_TESTS, QemuBackend, mix_from_plugin, tcg_tests_for
+from sdematrix.backends.probe import ProbeError, expected_digest, probe_command, probe_path
+from sdematrix.backends.qemu.backend import TCG_TESTS, QemuBackend, mix_from_plugin, tcg_tests_for
 from sdematrix.errors import MixFileError
-from sdematrix.matrix_file import load_matrix
-from sdematrix.mix import Selector
-from sdematrix.models import Cell, CpuModel
-from sdematrix.probe import ProbeError, expected_digest, probe_command, probe_path
+from sdematrix.evidence.mix import Selector
+from sdematrix.evidence.symbols import Mapping
 from sdematrix.qemu_plugin import PluginOutput, build_plugin, parse_last_file, parse_plugin_output
-from sdematrix.symbols import Mapping
-from sdematrix.verdict import judge
+from sdematrix.spec.matrix_file import load_matrix
+from sdematrix.spec.models import Cell, CpuModel
+from sdematrix.verdict.cell import judge
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 1
@@ -51,7 +51,7 @@ def _model(name: str, title: str, qemu: str | None, isa: str, bits: int) -> CpuM
 def _models() -> dict[str, CpuModel]:
     """wsm/snb/hsw from sde_matrix.yaml when the loader works, else our own."""
     try:
-        from sdematrix.matrix_file import load_matrix
+        from sdematrix.spec.matrix_file import load_matrix
 
         m = load_matrix(ROOT / "sde_matrix.yaml")
         return {k: m.models[k] for k in ("wsm", "snb", "hsw")}

@@ -16,10 +16,10 @@ from doubles.sdematrix_cli import alive
 
 from sdematrix.backends.base import Backend, ProbeCommand, RunResult
 from sdematrix.backends.registry import BackendSelector, create_backend
-from sdematrix.backends.sde import SdeBackend, parse_chip_check, run_process
+from sdematrix.backends.sde.backend import SdeBackend, parse_chip_check, run_process
 from sdematrix.errors import BackendUnavailableError
-from sdematrix.mix import Selector
-from sdematrix.models import Cell
+from sdematrix.evidence.mix import Selector
+from sdematrix.spec.models import Cell
 
 CELL = Cell("spr", "gcm", "encrypt", 128, 64)
 SPR = model("spr", "spr")
@@ -235,7 +235,7 @@ def test_hang_is_a_timeout_and_the_group_dies(tmp_path):
 
 
 def test_flood_is_capped(tmp_path, monkeypatch):
-    import sdematrix.backends.sde as sde_mod
+    import sdematrix.backends.sde.backend as sde_mod
 
     monkeypatch.setattr(sde_mod, "FLOOD_LIMIT", 4 << 20)
     r = run_process([str(SDE_DOUBLE), "-spr", "--", "/bin/true"],
@@ -321,7 +321,7 @@ def test_real_sde_end_to_end(tmp_path):
     exe = b.executable()
     if exe is None or exe.resolve() == SDE_DOUBLE.resolve():
         pytest.skip("Intel SDE not installed (set SDE_PATH)")
-    from sdematrix.probe import expected_digest, probe_command
+    from sdematrix.backends.probe import expected_digest, probe_command
 
     res = b.run(CELL, SPR, probe_command(CELL, 1), tmp_path, 600)
     assert res.status == "ok", res.reason
@@ -348,7 +348,7 @@ def _scoped_matrix():
 def _judge_aesni(tmp_path, **knobs):
     from doubles.fake_matrix import fake_digest
 
-    from sdematrix.verdict import judge
+    from sdematrix.verdict.cell import judge
 
     tmp_path.mkdir(exist_ok=True)
     env = double_env(tmp_path, FAKE_PROBE_PATH="aesni", **knobs)

@@ -25,7 +25,7 @@ from doubles.sdematrix_cli import (
 )
 from test_sde_mix import iform_file
 
-from sdematrix.cli import main
+from sdematrix.cli.main import main
 
 DATA = Path(__file__).resolve().parent / "data" / "matrix"
 BAD_MATRICES = sorted(DATA.glob("bad_*.yaml"))

@@ -22,16 +22,16 @@ from pathlib import Path
 import pytest
 from test_tracer import CFLAGS, _host_has, built, intel_model, matrix_model  # noqa: F401
 
-from sdematrix.backends.ptrace import TracerOutput, parse_tracer_output
-from sdematrix.backends.ptrace_profile import (
+from sdematrix.backends.ptrace.backend import TracerOutput, parse_tracer_output
+from sdematrix.backends.ptrace.profile import (
     MIN_BLOCK_INSNS,
     image_blocks,
     image_sites,
     program_images,
     write_profile,
 )
-from sdematrix.decode import decode
-from sdematrix.models import Cell, CpuModel
+from sdematrix.evidence.decode import decode
+from sdematrix.spec.models import Cell, CpuModel
 
 pytestmark = pytest.mark.skipif(
     platform.system() != "Linux" or platform.machine() != "x86_64" or not shutil.which("gcc"),
@@ -144,7 +144,7 @@ def records(t: TracerOutput) -> list[tuple[int, int, int, bytes]]:
 
 @pytest.fixture(scope="module")
 def probe_exe() -> Path:
-    from sdematrix.probe import probe_path
+    from sdematrix.backends.probe import probe_path
 
     p = Path(probe_path())
     if not p.exists():
@@ -172,7 +172,7 @@ def test_probe_cell_records_identical(
     cell: Cell,
     path: str,
 ) -> None:
-    from sdematrix.probe import probe_command
+    from sdematrix.backends.probe import probe_command
 
     model = matrix_model(model_name)
     if model.max_vector_bits >= 512 and not _host_has("avx512f"):

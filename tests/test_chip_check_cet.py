@@ -31,8 +31,8 @@ from doubles.sdematrix_cli import (
 )
 from elftools.elf.elffile import ELFFile
 
-from sdematrix.decode import chip_check, decode_many
-from sdematrix.matrix_file import load_matrix
+from sdematrix.evidence.decode import chip_check, decode_many
+from sdematrix.spec.matrix_file import load_matrix
 
 # one xdist worker builds the probe once (ci/test.sh runs --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("cet-probe")

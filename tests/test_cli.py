@@ -192,9 +192,9 @@ def test_signal_kills_children_and_writes_junit(tmp_path, run_env, sig):
 def test_progress_plain_and_tty():
     import io
 
-    from sdematrix.models import Cell
-    from sdematrix.progress import Progress
-    from sdematrix.verdict import Outcome
+    from sdematrix.pipeline.progress import Progress
+    from sdematrix.spec.models import Cell
+    from sdematrix.verdict.cell import Outcome
 
     cell = Cell("spr", "gcm", "encrypt", 128, 64)
     fail = Outcome(cell, "fail", ["path: expected avx512, got aesni", "x"], path="aesni",
@@ -235,7 +235,7 @@ def stalled(path, **kw):
     os.read(os.open(stall, os.O_RDONLY), 1)  # blocked in read(), as on a hung NFS
     return real(path, **kw)
 inputs.read_input = stalled
-from sdematrix.cli import main
+from sdematrix.cli.main import main
 sys.exit(main(sys.argv[2:]))
 """
 
@@ -298,7 +298,7 @@ def test_signal_while_loading_the_matrix_is_an_interrupt(tmp_path, command, sig)
 def test_sigterm_handler_is_restored_after_main():
     """main() in-process (as the tests and the pytest plugin call it) leaves
     the caller's signal handlers as they were."""
-    from sdematrix.cli import main
+    from sdematrix.cli.main import main
 
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     assert main(["list-cpus", "--matrix", "/nonexistent/m.yaml"]) == 2
@@ -370,8 +370,8 @@ def _table_rows(text: str) -> tuple[list[str], list[list[str]]]:
 
 @needs_matrix
 def test_list_cpus_table_has_no_empty_expectation_columns():
-    from sdematrix.matrix_file import load_matrix
-    from sdematrix.models import DIRECTIONS, MODES
+    from sdematrix.spec.matrix_file import load_matrix
+    from sdematrix.spec.models import DIRECTIONS, MODES
 
     matrix = load_matrix(MATRIX)
     r = cli("list-cpus", "--matrix", str(MATRIX))
@@ -393,7 +393,7 @@ def test_list_cpus_table_has_no_empty_expectation_columns():
 def test_list_cpus_rows_one_column_per_mode_when_nothing_splits():
     from doubles.fake_matrix import make_matrix
 
-    from sdematrix import explain
+    from sdematrix.cli import explain
 
     matrix = make_matrix()
     rows = explain.list_cpus(matrix)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from sdematrix.backends.ptrace import PtraceBackend
+from sdematrix.backends.ptrace.backend import PtraceBackend
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "corpus"

@@ -1,11 +1,11 @@
-"""sdematrix.decode: instruction fields, XED-style groups and the chip check."""
+"""sdematrix.evidence.decode: instruction fields, XED-style groups and the chip check."""
 
 from __future__ import annotations
 
 import pytest
 
-from sdematrix.decode import BASELINE_FEATURES, chip_check, decode, decode_many
-from sdematrix.models import CpuModel
+from sdematrix.evidence.decode import BASELINE_FEATURES, chip_check, decode, decode_many
+from sdematrix.spec.models import CpuModel
 
 
 def _model(isa: set[str], bits: int, name: str = "m") -> CpuModel:
@@ -349,7 +349,7 @@ def test_avx10_256_rejects_zmm_mask_producers() -> None:
 def test_legacy_forms_per_model(
     hexbytes: str, isa: set[str], verdict_part: str | None, ran_as: str
 ) -> None:
-    from sdematrix.decode import as_executed
+    from sdematrix.evidence.decode import as_executed
 
     model = _model(isa, 128)
     insn = decode(bytes.fromhex(hexbytes))

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
-from sdematrix import docker_runner as dr
-from sdematrix import merge
 from sdematrix.errors import BackendUnavailableError, MatrixFileError
+from sdematrix.integrations import docker_runner as dr
+from sdematrix.results import merge
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGE = os.environ.get("SDEMATRIX_DOCKER_BASE", "sdematrix-base:bookworm")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sdematrix.doctor import is_host_limit
+from sdematrix.cli.doctor import is_host_limit
 
 
 @pytest.mark.parametrize(
@@ -46,10 +46,10 @@ def test_broken_tool_is_not_a_host_limit(reason: str) -> None:
 def test_backends_say_which_reasons_are_host_limits(tmp_path) -> None:
     """The doctor reads the kind a backend gives its reason (never its text);
     the kinds agree with what is_host_limit makes of the same words."""
-    from sdematrix.backends.qemu import QemuBackend
+    from sdematrix.backends.qemu.backend import QemuBackend
     from sdematrix.backends.registry import _Missing
-    from sdematrix.backends.sde import SdeBackend
-    from sdematrix.reasons import Kind
+    from sdematrix.backends.sde.backend import SdeBackend
+    from sdematrix.verdict.reasons import Kind
 
     cases = [
         (SdeBackend(environ={"PATH": str(tmp_path)}).unavailable_reason(), Kind.HOST_LIMIT),

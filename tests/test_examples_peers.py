@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from sdematrix.backends.ptrace import PtraceBackend
+from sdematrix.backends.ptrace.backend import PtraceBackend
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

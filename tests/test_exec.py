@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sdematrix.backends.ptrace import PtraceBackend
-from sdematrix.insn_bounds import instruction_starts
+from sdematrix.backends.ptrace.backend import PtraceBackend
+from sdematrix.evidence.insn_bounds import instruction_starts
 
 ROOT = Path(__file__).resolve().parent.parent
 SDE_DOUBLE = ROOT / "tests" / "doubles" / "sde64"
@@ -65,10 +65,10 @@ def test_whole_check_matches_shared_checked_mix() -> None:
     """exec's fast whole-run check gives exactly the mix and violations of
     mix_build.checked_mix (the code `sdematrix run` uses) on libc's code
     under a model without AVX (so libc's AVX2/EVEX variants violate)."""
-    from sdematrix.cli import _load
-    from sdematrix.exec_check import whole_checked_mix
-    from sdematrix.mix_build import Executed, checked_mix
-    from sdematrix.symbols import Symbolizer
+    from sdematrix.cli.main import _load
+    from sdematrix.evidence.exec_check import whole_checked_mix
+    from sdematrix.evidence.mix_build import Executed, checked_mix
+    from sdematrix.evidence.symbols import Symbolizer
 
     libc = os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6")
     data = Path(libc).read_bytes()

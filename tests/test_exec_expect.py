@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from sdematrix.backends.ptrace import PtraceBackend
-from sdematrix.cli import _load
+from sdematrix.backends.ptrace.backend import PtraceBackend
+from sdematrix.cli.main import _load
 from sdematrix.errors import MatrixFileError
-from sdematrix.exec_expect import load_expectations
+from sdematrix.spec.exec_expect import load_expectations
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from sdematrix import options
-from sdematrix.cli import build_parser, main
+from sdematrix.cli import options
+from sdematrix.cli.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 MIX_FIXTURE = Path("/work/shared/fixtures/sde/sde-9.24.0-mix-out.txt")
@@ -26,7 +26,7 @@ LOCAL_MIX = ROOT / "tests" / "data"
 
 
 def _ptrace_missing() -> str | None:
-    from sdematrix.backends.ptrace import PtraceBackend
+    from sdematrix.backends.ptrace.backend import PtraceBackend
 
     return PtraceBackend().unavailable_reason()
 
@@ -72,7 +72,7 @@ def test_run_exec_docker_and_pytest_share_flags_defaults_and_help() -> None:
     # the plugin: same defaults and help under --sde-*
     from _pytest.config.argparsing import Parser
 
-    from sdematrix.pytest_plugin import pytest_addoption
+    from sdematrix.integrations.pytest_plugin import pytest_addoption
 
     parser = Parser(_ispytest=True)
     pytest_addoption(parser)
@@ -157,7 +157,7 @@ def test_exec_allow_skip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """A host without AVX-512 cannot present spr: an error (exit 1) unless
     --allow-skip, which skips it with the backend's reason."""
-    from sdematrix.backends import ptrace
+    from sdematrix.backends.ptrace import backend as ptrace
 
     real = ptrace.host_features()
     monkeypatch.setattr(ptrace, "host_features",
@@ -238,7 +238,7 @@ def test_report_step_summary_says_when_unset(tmp_path: Path) -> None:
 
 
 def test_plugin_node_ids_rerun_one_test() -> None:
-    from sdematrix.pytest_plugin import SHIPPED_TESTS, shipped_args
+    from sdematrix.integrations.pytest_plugin import SHIPPED_TESTS, shipped_args
 
     shipped = str(SHIPPED_TESTS)
     sel = "test_cell[hsw.gcm.encrypt.128.64-chip]"

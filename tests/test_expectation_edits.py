@@ -12,7 +12,7 @@ import pytest
 from doubles.sdematrix_cli import SHIPPED_MATRIX as SHIPPED
 from doubles.sdematrix_cli import ptrace_skip_reason, run_cli
 
-from sdematrix.matrix_file import load_matrix
+from sdematrix.spec.matrix_file import load_matrix
 
 # spr needs this host to run its avx512 cells: skip, not fail, where it can't.
 _WHY = ptrace_skip_reason(SHIPPED, ["spr"])

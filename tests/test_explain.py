@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from sdematrix import explain as ex
+from sdematrix.cli import explain as ex
 from sdematrix.errors import UnknownCpuError
-from sdematrix.matrix_file import load_matrix
-from sdematrix.models import Matrix
-from sdematrix.shards import github_matrix
+from sdematrix.integrations.github_shards import github_matrix
+from sdematrix.spec.matrix_file import load_matrix
+from sdematrix.spec.models import Matrix
 
 SHIPPED = Path(__file__).resolve().parent.parent / "sde_matrix.yaml"
 

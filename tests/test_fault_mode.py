@@ -29,9 +29,9 @@ from test_tracer import (  # noqa: F401  (fixture re-export)
 )
 
 from sdematrix.backends.base import ProbeCommand
-from sdematrix.backends.ptrace import PtraceBackend, TracerOutput
-from sdematrix.decode import decode
-from sdematrix.models import Cell
+from sdematrix.backends.ptrace.backend import PtraceBackend, TracerOutput
+from sdematrix.evidence.decode import decode
+from sdematrix.spec.models import Cell
 
 CELL = Cell("hswish", "gcm", "encrypt", 128, 16)
 NO_AVX2 = "host CPU has no AVX2 (the sample's thread executes vpxor ymm)"

@@ -1,4 +1,4 @@
-"""Models this host cannot execute faithfully (sdematrix.host_isa): what a
+"""Models this host cannot execute faithfully (sdematrix.backends.host_isa): what a
 model's CPUID advertises and the host's CPUID lacks is named (doctor, run
 header, exec's verdict line), and a SIGILL on such an instruction is an error
 of the model ("host cannot execute X (model M advertises it)"), while a
@@ -16,9 +16,15 @@ from pathlib import Path
 import pytest
 from doubles.sdematrix_cli import run_cli
 
-from sdematrix.backends.ptrace import PtraceBackend, parse_tracer_output
-from sdematrix.host_isa import FEATURE_BITS, host_cpuid, host_lacks, parse_profile, sigill_reason
-from sdematrix.matrix_file import load_matrix
+from sdematrix.backends.host_isa import (
+    FEATURE_BITS,
+    host_cpuid,
+    host_lacks,
+    parse_profile,
+    sigill_reason,
+)
+from sdematrix.backends.ptrace.backend import PtraceBackend, parse_tracer_output
+from sdematrix.spec.matrix_file import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = load_matrix(ROOT / "src" / "sdematrix" / "sde_matrix.yaml").models

@@ -32,15 +32,15 @@ from typing import Any
 import pytest
 import yaml
 
-from sdematrix.backends.ptrace import parse_tracer_output
-from sdematrix.backends.ptrace_profile import Site, write_profile
+from sdematrix.backends.probe import ProbeError, parse_probe_output
+from sdematrix.backends.ptrace.backend import parse_tracer_output
+from sdematrix.backends.ptrace.profile import Site, write_profile
 from sdematrix.errors import MatrixFileError, MixFileError, OutputDirError, SdeMatrixError
+from sdematrix.evidence.sde_mix import parse_mix_text
 from sdematrix.inputs import JsonProblem, check_output_path, decode_json, parse_yaml
-from sdematrix.merge import junit_suites
-from sdematrix.models import CpuidLeaf, CpuModel
-from sdematrix.probe import ProbeError, parse_probe_output
-from sdematrix.report.load import ResultsDirError, load_results
-from sdematrix.sde_mix import parse_mix_text
+from sdematrix.results.load import ResultsDirError, load_results
+from sdematrix.results.merge import junit_suites
+from sdematrix.spec.models import CpuidLeaf, CpuModel
 
 N = int(os.environ.get("SDEMATRIX_HOSTILE_N", "10000"))
 SEED = int(os.environ.get("SDEMATRIX_HOSTILE_SEED", "20261201"))
@@ -498,7 +498,7 @@ def test_large_inputs_are_linear(reader: str) -> None:
 def test_proc_maps_corpus() -> None:
     """/proc/PID/maps text (what the tracer copies into its output and the
     symbolizer reads): malformed lines are skipped, never an exception."""
-    from sdematrix.symbols import parse_maps
+    from sdematrix.evidence.symbols import parse_maps
 
     base = ("555555554000-555555556000 r-xp 00000000 08:01 1234  /usr/bin/a b\n"
             "7ffff7fc3000-7ffff7fc7000 r--p 00000000 00:00 0      [vvar]\n"

@@ -20,6 +20,7 @@ import pytest
 from doubles.sdematrix_cli import SHIPPED_MATRIX, assert_one_line_error, run_cli
 
 from sdematrix.errors import MatrixFileError, MixFileError, OutputDirError
+from sdematrix.evidence.sde_mix import parse_mix_text
 from sdematrix.inputs import (
     MAX_YAML_ALIASES,
     MAX_YAML_DEPTH,
@@ -27,7 +28,6 @@ from sdematrix.inputs import (
     parse_yaml,
     read_input,
 )
-from sdematrix.sde_mix import parse_mix_text
 
 SDE_FIXTURE = Path("/work/shared/fixtures/sde/sde-9.24.0-mix-out.txt")
 REPO_FIXTURE = Path(__file__).resolve().parent / "data"
@@ -130,7 +130,7 @@ def test_values_cannot_carry_control_characters(
 
 def test_the_shipped_matrix_is_unchanged() -> None:
     """The 500-cell matrix loads exactly as before (no limit comes near it)."""
-    from sdematrix.matrix_file import load_matrix
+    from sdematrix.spec.matrix_file import load_matrix
 
     m = load_matrix(SHIPPED_MATRIX)
     assert len(m.cells(list(m.models))) >= 500
@@ -240,7 +240,7 @@ def _results_dir(root: Path, cell_file: Path | None = None) -> Path:
 
 
 def test_fifo_cell_file_is_a_warning_not_a_hang(tmp_path: Path) -> None:
-    from sdematrix.report.load import load_results
+    from sdematrix.results.load import load_results
 
     root = tmp_path / "r"
     _results_dir(root)
@@ -464,8 +464,8 @@ def test_profile_from_a_hostile_model_runs(tmp_path: Path) -> None:
     """write_profile of a model whose title holds newlines and records:
     the tracer reads exactly the model's records (it runs, and the comment
     did not become an `xcr0 0` or a bad record)."""
-    from sdematrix.backends.ptrace_profile import write_profile
-    from sdematrix.models import CpuidLeaf, CpuModel
+    from sdematrix.backends.ptrace.profile import write_profile
+    from sdematrix.spec.models import CpuidLeaf, CpuModel
 
     host = _host_profile().decode()
     leaves = []

@@ -9,12 +9,12 @@ import xml.etree.ElementTree as ET
 import pytest
 from doubles.fake_matrix import SDE_DOUBLE, fake_digest, fake_probe_command, make_matrix
 
+from sdematrix.backends.probe import ProbeError
 from sdematrix.backends.registry import BackendSelector
-from sdematrix.backends.sde import SdeBackend
+from sdematrix.backends.sde.backend import SdeBackend
 from sdematrix.errors import OutputDirError
-from sdematrix.junit import junit_xml_string, prepare_out_dir, write_results
-from sdematrix.probe import ProbeError
-from sdematrix.runner import run_cells
+from sdematrix.pipeline.run import run_cells
+from sdematrix.results.junit import junit_xml_string, prepare_out_dir, write_results
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """Encodings an older model executes as a different instruction (TZCNT as BSF,
-LZCNT as BSR, ...: sdematrix.decode.LEGACY_FORMS), judged alike by the chip
+LZCNT as BSR, ...: sdematrix.evidence.decode.LEGACY_FORMS), judged alike by the chip
 check of `sdematrix run` (mix_build.checked_mix: ptrace and QEMU), of
 `sdematrix exec` (exec_check.whole_checked_mix) and recorded alike in their
 mixes; and, end to end, `sdematrix exec` on small programs gcc builds here."""
@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 from doubles.sdematrix_cli import run_cli
 
-from sdematrix.backends.ptrace import PtraceBackend, parse_tracer_output
-from sdematrix.backends.qemu import mix_from_plugin
-from sdematrix.decode import LEGACY_FORMS, as_executed, chip_check, decode, legacy_form
-from sdematrix.exec_check import whole_checked_mix
-from sdematrix.matrix_file import load_matrix
-from sdematrix.mix import Mix
-from sdematrix.mix_build import Executed, checked_mix, zero_source_violations
+from sdematrix.backends.ptrace.backend import PtraceBackend, parse_tracer_output
+from sdematrix.backends.qemu.backend import mix_from_plugin
+from sdematrix.evidence.decode import LEGACY_FORMS, as_executed, chip_check, decode, legacy_form
+from sdematrix.evidence.exec_check import whole_checked_mix
+from sdematrix.evidence.mix import Mix
+from sdematrix.evidence.mix_build import Executed, checked_mix, zero_source_violations
+from sdematrix.evidence.symbols import Location, Mapping
 from sdematrix.qemu_plugin import PluginOutput
-from sdematrix.symbols import Location, Mapping
+from sdematrix.spec.matrix_file import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = load_matrix(ROOT / "src" / "sdematrix" / "sde_matrix.yaml").models

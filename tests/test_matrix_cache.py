@@ -1,4 +1,4 @@
-"""sdematrix.matrix_cache: the built matrix is reused only while the file and
+"""sdematrix.spec.matrix_cache: the built matrix is reused only while the file and
 the code that builds it are unchanged; a bad file is never cached."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sdematrix import matrix_cache
 from sdematrix.errors import MatrixFileError
-from sdematrix.matrix_file import load_matrix
+from sdematrix.spec import matrix_cache
+from sdematrix.spec.matrix_file import load_matrix
 
 SHIPPED = Path(__file__).resolve().parent.parent / "src" / "sdematrix" / "sde_matrix.yaml"
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from sdematrix.errors import MatrixFileError, UnknownCpuError
-from sdematrix.matrix_file import (
+from sdematrix.evidence.mix import MixCounts, Selector
+from sdematrix.spec.matrix_file import (
     CELL_KEYS,
     VAES_PATHS,
     load_matrix,
     required_selectors,
     select_cpus,
 )
-from sdematrix.mix import MixCounts, Selector
-from sdematrix.models import DIRECTIONS, MODES, Matrix
+from sdematrix.spec.models import DIRECTIONS, MODES, Matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "matrix"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sdematrix.decode import BASELINE_FEATURES, Insn
-from sdematrix.mix_build import Executed, checked_mix, mix_from_executed
-from sdematrix.models import CpuModel
-from sdematrix.symbols import Location, Symbolizer
+from sdematrix.evidence.decode import BASELINE_FEATURES, Insn
+from sdematrix.evidence.mix_build import Executed, checked_mix, mix_from_executed
+from sdematrix.evidence.symbols import Location, Symbolizer
+from sdematrix.spec.models import CpuModel
 
 AESENC = bytes.fromhex("660f38dcc1")  # aesenc xmm0, xmm1
 VAESENC_YMM = bytes.fromhex("c4e27ddcc1")  # vaesenc ymm0, ymm0, ymm1

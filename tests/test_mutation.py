@@ -31,8 +31,8 @@ from doubles.sdematrix_cli import (
     run_cli,
 )
 
-from sdematrix.matrix_file import VAES_PATHS, load_matrix
-from sdematrix.models import Matrix
+from sdematrix.spec.matrix_file import VAES_PATHS, load_matrix
+from sdematrix.spec.models import Matrix
 
 # one xdist worker builds the four probes once (ci/test.sh runs --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("mutation")

@@ -24,8 +24,8 @@ from doubles.sdematrix_cli import (
     run_cli,
 )
 
-from sdematrix.backends.qemu import QemuBackend
-from sdematrix.matrix_file import load_matrix
+from sdematrix.backends.qemu.backend import QemuBackend
+from sdematrix.spec.matrix_file import load_matrix
 
 MATRIX = load_matrix(SHIPPED_MATRIX)
 

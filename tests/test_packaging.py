@@ -236,7 +236,7 @@ def test_sdist_carries_every_build_input(dists: Dists) -> None:
     wanted = {
         "LICENSE", "README.md", "pyproject.toml", "setup.py", "_project_urls.py", "sde_matrix.yaml",
         "src/sdematrix/_version.py", "src/sdematrix/sde_matrix.yaml",
-        "src/sdematrix/schema/sde_matrix.schema.json",
+        "src/sdematrix/spec/schema/sde_matrix.schema.json",
         "src/sdematrix/qemu_plugin/sdematrix_mix.c", "src/sdematrix/qemu_plugin/qemu_plugin_api.h",
         "src/vaescrypt/_fastcall.c", "src/vaescrypt/_cdef.h", "src/vaescrypt/_buildinfo.py",
     }  # fmt: skip
@@ -289,7 +289,7 @@ def test_wheel_contents_and_metadata(dists: Dists) -> None:
     tag = f"cpython-{sys.version_info.major}{sys.version_info.minor}-x86_64-linux-gnu"
     assert f"vaescrypt/_fastcall.{tag}.so" in modes  # per-version: static types, vectorcall
     # runtime data the package reads
-    for data in ("sdematrix/sde_matrix.yaml", "sdematrix/schema/sde_matrix.schema.json",
+    for data in ("sdematrix/sde_matrix.yaml", "sdematrix/spec/schema/sde_matrix.schema.json",
                  "sdematrix/qemu_plugin/sdematrix_mix.c", "vaescrypt/_cdef.h"):  # fmt: skip
         assert data in modes, data
     # sources that are shipped compiled stay out of the wheel
@@ -469,8 +469,8 @@ _ROUND_TRIP = """
 import importlib.metadata, os, sys
 import sdematrix, vaescrypt
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from sdematrix.backends.ptrace import tracer_path
-from sdematrix.probe import probe_path
+from sdematrix.backends.ptrace.backend import tracer_path
+from sdematrix.backends.probe import probe_path
 venv = os.path.realpath(sys.argv[1]) + os.sep
 for where in (sdematrix.__file__, vaescrypt.__file__, probe_path(), tracer_path()):
     assert os.path.realpath(where).startswith(venv), where

@@ -2,7 +2,7 @@
 
 The probe is not built here: tests that need it use probe_path() and skip with
 the reason when it is missing.  Its digests are compared with a reference
-computed independently with `cryptography` (sdematrix.probe.expected_digest).
+computed independently with `cryptography` (sdematrix.backends.probe.expected_digest).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sdematrix.models import DIRECTIONS, MODES, PATHS, Cell
-from sdematrix.probe import (
+from sdematrix.backends.probe import (
     ProbeError,
     derive_inputs,
     expected_digest,
@@ -25,6 +24,7 @@ from sdematrix.probe import (
     probe_path,
     splitmix64_bytes,
 )
+from sdematrix.spec.models import DIRECTIONS, MODES, PATHS, Cell
 
 LENGTHS = (0, 1, 15, 16, 17, 100)
 KEY_BITS = (128, 192, 256)
@@ -89,7 +89,7 @@ def test_expected_output_shapes() -> None:
     assert expected_output(Cell("x", "gcm", "decrypt", 128, 10), 1) == dec
     # CFB decrypt of an encryption is the identity on the data.
     for mode in ("cfb128", "cfb8", "cfb1"):
-        from sdematrix import probe as P
+        from sdematrix.backends import probe as P
 
         x = derive_inputs(Cell("x", mode, "encrypt", 256, 33), 3)
         ct = expected_output(Cell("x", mode, "encrypt", 256, 33), 3)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from doubles.sdematrix_cli import ptrace_skip_reason
 
-from sdematrix.pytest_plugin import SHIPPED_TESTS
+from sdematrix.integrations.pytest_plugin import SHIPPED_TESTS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""sdematrix.report.load: reading results directories, tolerant of missing pieces."""
+"""sdematrix.results.load: reading results directories, tolerant of missing pieces."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from data.results import resultsgen
 
 from sdematrix.errors import SdeMatrixError
-from sdematrix.report.load import ResultsDirError, load_results, worst_status
+from sdematrix.results.load import ResultsDirError, load_results, worst_status
 
 
 @pytest.fixture(scope="module")
@@ -120,12 +120,12 @@ def test_not_run_cells_and_count_mismatch(tmp_path):
 
 def test_reason_kinds_round_trip_through_results_json():
     """The loader reads results.json through the schema code that writes it
-    (sdematrix.outcome_json): every reason comes back with its kind; a file
+    (sdematrix.results.outcome_json): every reason comes back with its kind; a file
     written before reasons had kinds falls back to what its status says."""
-    from sdematrix.models import Cell
-    from sdematrix.outcome_json import outcome_from_json
-    from sdematrix.reasons import CANNOT_RUN, Kind, Reason, cannot_run_why
-    from sdematrix.verdict import Outcome
+    from sdematrix.results.outcome_json import outcome_from_json
+    from sdematrix.spec.models import Cell
+    from sdematrix.verdict.cell import Outcome
+    from sdematrix.verdict.reasons import CANNOT_RUN, Kind, Reason, cannot_run_why
 
     cell = Cell("spr", "gcm", "encrypt", 128, 64)
     o = Outcome(cell, "fail", [Reason("path: expected avx512, got aesni", Kind.DISPATCH),

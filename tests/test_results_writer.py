@@ -18,13 +18,13 @@ from doubles.fake_matrix import make_matrix
 
 from sdematrix.backends.base import RunResult
 from sdematrix.errors import OutputDirError
-from sdematrix.junit import junit_xml_string, write_results, xml_safe
-from sdematrix.mix import FunctionMix, Mix, MixCounts
+from sdematrix.evidence.mix import FunctionMix, Mix, MixCounts
+from sdematrix.pipeline.run import CellRecord, RunReport
 from sdematrix.report import write_html, write_markdown
 from sdematrix.report.markdown import _md
-from sdematrix.results_writer import KEEP_FUNCTIONS, ResultsWriter
-from sdematrix.runner import CellRecord, RunReport
-from sdematrix.verdict import Outcome
+from sdematrix.results.junit import junit_xml_string, write_results, xml_safe
+from sdematrix.results.writer import KEEP_FUNCTIONS, ResultsWriter
+from sdematrix.verdict.cell import Outcome
 
 # every C0 and C1 control, DEL, the two non-characters, and markup / table syntax
 HOSTILE = (

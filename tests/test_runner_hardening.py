@@ -34,7 +34,7 @@ from doubles.sdematrix_cli import (
     run_cli,
 )
 
-from sdematrix.matrix_file import load_matrix
+from sdematrix.spec.matrix_file import load_matrix
 
 CPU = "hsw"
 TIMEOUT = 5.0

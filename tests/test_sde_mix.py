@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from sdematrix.errors import MixFileError
-from sdematrix.mix import Selector, top_offenders
-from sdematrix.sde_mix import (
+from sdematrix.evidence.mix import Selector, top_offenders
+from sdematrix.evidence.sde_mix import (
     classify,
     forbid_coverage_problem,
     parse_mix_file,
@@ -78,7 +78,7 @@ def test_fixture_parses_fast():
 
 @needs_fixture
 def test_fixture_round_trips_through_json(fixture_mix, tmp_path):
-    from sdematrix.mix import Mix
+    from sdematrix.evidence.mix import Mix
 
     fixture_mix.save(tmp_path / "m.json")
     back = Mix.load(tmp_path / "m.json")

@@ -2,7 +2,7 @@
 the machine code the build produced.
 
 * From the built extension (vaescrypt._native): every function symbol of a
-  tier, decoded with iced-x86 through sdematrix.decode.
+  tier, decoded with iced-x86 through sdematrix.evidence.decode.
 * From each tier's translation unit compiled alone with the project's flags:
   every instruction in .text, so static helpers that kept their own symbol
   are covered too.
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from sdematrix.decode import Insn, decode_many
+from sdematrix.evidence.decode import Insn, decode_many
 
 vaescrypt_native = pytest.importorskip("vaescrypt._native")
 from vaescrypt import _buildinfo as bi

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from sdematrix.decode import BASELINE_FEATURES, Insn, decode_many
+from sdematrix.evidence.decode import BASELINE_FEATURES, Insn, decode_many
 
 vaescrypt_native = pytest.importorskip("vaescrypt._native")
 from vaescrypt import _buildinfo as bi

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from sdematrix.backends.ptrace import (
+from sdematrix.backends.ptrace.backend import (
     TracerOutput,
     cpuid_faulting_available,
     parse_tracer_output,
 )
-from sdematrix.backends.ptrace_profile import image_sites, program_images, write_profile
-from sdematrix.decode import decode
-from sdematrix.models import CpuidLeaf, CpuModel
+from sdematrix.backends.ptrace.profile import image_sites, program_images, write_profile
+from sdematrix.evidence.decode import decode
+from sdematrix.spec.models import CpuidLeaf, CpuModel
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACER_SRC = ROOT / "src" / "sdematrix" / "tracer"
@@ -109,7 +109,7 @@ def cpuid_mode(request: pytest.FixtureRequest) -> str:
 
 def matrix_model(name: str) -> CpuModel:
     """A model of the shipped matrix (sde_matrix.yaml)."""
-    from sdematrix.matrix_file import load_matrix
+    from sdematrix.spec.matrix_file import load_matrix
 
     return load_matrix(ROOT / "sde_matrix.yaml").models[name]
 

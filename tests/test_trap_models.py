@@ -21,12 +21,12 @@ import pytest
 from _by_path import buildinfo
 from doubles.sdematrix_cli import SHIPPED_MATRIX, ptrace_skip_reason
 
-from sdematrix import explain as ex
+from sdematrix.backends.probe import ProbeCommand, probe_command
 from sdematrix.backends.registry import BackendSelector
-from sdematrix.matrix_file import load_matrix
-from sdematrix.models import Cell
-from sdematrix.probe import ProbeCommand, probe_command
-from sdematrix.runner import run_cells
+from sdematrix.cli import explain as ex
+from sdematrix.pipeline.run import run_cells
+from sdematrix.spec.matrix_file import load_matrix
+from sdematrix.spec.models import Cell
 
 TRAP_SOURCE = Path(__file__).resolve().parent / "data" / "trap" / "sse41_aesni_tier.c"
 MODEL = "kvm64_aes"

@@ -8,13 +8,13 @@ from pathlib import Path
 from doubles.fake_matrix import fake_digest, make_matrix, sel
 
 from sdematrix.backends.base import RunResult, Violation
-from sdematrix.cpuid_seen import profiled
-from sdematrix.matrix_file import load_matrix
-from sdematrix.mix import Mix
-from sdematrix.models import Cell
-from sdematrix.pytest_plugin import classify
-from sdematrix.reasons import Kind, cannot_run_why
-from sdematrix.verdict import judge
+from sdematrix.evidence.cpuid_seen import profiled
+from sdematrix.evidence.mix import Mix
+from sdematrix.integrations.pytest_plugin import classify
+from sdematrix.spec.matrix_file import load_matrix
+from sdematrix.spec.models import Cell
+from sdematrix.verdict.cell import judge
+from sdematrix.verdict.reasons import Kind, cannot_run_why
 
 LIB = "/usr/lib/libvaescrypt.so"
 SHIPPED = Path(__file__).resolve().parents[1] / "sde_matrix.yaml"

@@ -39,7 +39,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sdematrix.cli import build_parser
+from sdematrix.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_DIR = ROOT / ".github" / "workflows"
@@ -565,7 +565,7 @@ def test_publish_with_only_ptrace_shards(tmp_path: Path) -> None:
 
 
 def PtraceUnavailable() -> str | None:
-    from sdematrix.backends.ptrace import PtraceBackend
+    from sdematrix.backends.ptrace.backend import PtraceBackend
 
     return PtraceBackend().unavailable_reason()
 
@@ -595,9 +595,9 @@ def test_host_split_names_what_a_runner_without_avx512_cannot_run(
 ) -> None:
     """A hosted runner without AVX-512: the AVX-512 models are named with the
     backend's reason, the others are runnable."""
-    from sdematrix.backends import ptrace
-    from sdematrix.cli import _load
-    from sdematrix.shards import host_split
+    from sdematrix.backends.ptrace import backend as ptrace
+    from sdematrix.cli.main import _load
+    from sdematrix.integrations.github_shards import host_split
 
     if PtraceUnavailable():
         pytest.skip(PtraceUnavailable())
@@ -616,8 +616,8 @@ def test_ptrace_shard_script_runs_the_50_models_in_docker(tmp_path: Path) -> Non
     """The ptrace job's own script on this runner: every model of the matrix
     in the project's Docker image (built from this tree), 0 failures; models
     this host cannot execute are named in the step summary, not failed."""
-    from sdematrix import docker_runner as dr
     from sdematrix.errors import BackendUnavailableError
+    from sdematrix.integrations import docker_runner as dr
 
     try:
         client = dr.connect()

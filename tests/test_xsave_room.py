@@ -1,5 +1,5 @@
 """XSAVE sizes the traced program is shown are never smaller than what the
-host's hardware writes (sdematrix.backends.xsave_room).
+host's hardware writes (sdematrix.backends.ptrace.xsave_room).
 
 The failure this guards against: under a model with XSAVEC but a smaller
 state than the host (glm, snb, hsw, skl on an AVX-512 host), glibc's
@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from sdematrix.backends.ptrace import cpuid_faulting_available, tracer_path
-from sdematrix.backends.ptrace_profile import image_sites, program_images, write_profile
-from sdematrix.backends.xsave_room import xsave_safe_cpuid
-from sdematrix.host_isa import host_cpuid, host_xcr0
-from sdematrix.matrix_file import load_matrix
-from sdematrix.models import CpuidLeaf
+from sdematrix.backends.host_isa import host_cpuid, host_xcr0
+from sdematrix.backends.ptrace.backend import cpuid_faulting_available, tracer_path
+from sdematrix.backends.ptrace.profile import image_sites, program_images, write_profile
+from sdematrix.backends.ptrace.xsave_room import xsave_safe_cpuid
+from sdematrix.spec.matrix_file import load_matrix
+from sdematrix.spec.models import CpuidLeaf
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "src" / "sdematrix" / "_bin" / "vc-probe"

@@ -28,7 +28,7 @@ say "kernel $(uname -r), CPU: $(sed -n 's/^model name\t: //p' /proc/cpuinfo | he
     "timeout scale ${SDEMATRIX_TIMEOUT_SCALE:-1}"
 grep -qw cpuid_fault /proc/cpuinfo \
     || fail "the guest kernel shows no cpuid_fault: the QEMU CPUID-faulting patch is not in effect"
-why="$(python3 -c 'from sdematrix.backends.ptrace import cpuid_faulting_available as f; print(f())')" \
+why="$(python3 -c 'from sdematrix.backends.ptrace.backend import cpuid_faulting_available as f; print(f())')" \
     || fail "python3 cannot import sdematrix in the guest"
 [ "$why" = "True" ] || fail "the guest has cpuid_fault but ARCH_SET_CPUID fails: $why"
 say "CPUID faulting: available (arch_prctl ARCH_SET_CPUID works)"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sdematrix.backends.base import ProbeCommand
-from sdematrix.mix import Selector
-from sdematrix.models import Cell, CpuidLeaf, CpuModel, Matrix, PathSignature, Workload
+from sdematrix.evidence.mix import Selector
+from sdematrix.spec.models import Cell, CpuidLeaf, CpuModel, Matrix, PathSignature, Workload
 
 DOUBLES = Path(__file__).resolve().parent
 SDE_DOUBLE = DOUBLES / "sde64"
@@ -19,7 +19,7 @@ SHIPPED_MATRIX = DOUBLES.parents[1] / "sde_matrix.yaml"
 def _shipped_profile(chip: str | None) -> tuple[tuple[CpuidLeaf, ...], int]:
     """The CPUID profile and XCR0 of the shipped model with SDE knob `chip`
     (what fake-probe under the SDE double reports), or the empty profile."""
-    from sdematrix.matrix_file import load_matrix
+    from sdematrix.spec.matrix_file import load_matrix
 
     for m in load_matrix(SHIPPED_MATRIX).models.values():
         if chip is not None and m.sde_chip == chip:
@@ -103,6 +103,6 @@ def fake_probe_command(cell: Cell, seed: int) -> ProbeCommand:
 
 def fake_digest(cell: Cell, seed: int) -> str:
     """What fake-probe reports as its digest: the host's reference digest."""
-    from sdematrix.probe import expected_digest
+    from sdematrix.backends.probe import expected_digest
 
     return expected_digest(cell, seed)

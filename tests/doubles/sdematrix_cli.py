@@ -106,8 +106,8 @@ def read_junit(path: Path) -> dict[str, JunitCase]:
 def ptrace_skip_reason(matrix: Path, models: list[str]) -> str | None:
     """Why the ptrace backend cannot run `models` of `matrix` on this host
     (None: it can)."""
-    from sdematrix.backends.ptrace import PtraceBackend
-    from sdematrix.matrix_file import load_matrix
+    from sdematrix.backends.ptrace.backend import PtraceBackend
+    from sdematrix.spec.matrix_file import load_matrix
 
     backend = PtraceBackend()
     why = backend.unavailable_reason()

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ..mix import Mix
-from ..models import Cell, CpuModel
+from ..evidence.mix import Mix
+from ..spec.models import Cell, CpuModel
 
 RunStatus = Literal["ok", "error", "timeout", "skip"]
 

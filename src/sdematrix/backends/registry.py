@@ -14,10 +14,10 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..cli.options import BACKEND_NAMES, CPUID_MODES
 from ..errors import BackendUnavailableError
-from ..models import CpuModel, Matrix
-from ..options import BACKEND_NAMES, CPUID_MODES
-from ..reasons import Kind, Reason
+from ..spec.models import CpuModel, Matrix
+from ..verdict.reasons import Kind, Reason
 from .base import Backend
 
 __all__ = [

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import MixFileError
-from ..symbols import Mapping
+from ..evidence.symbols import Mapping
 
 __all__ = [
     "LastInsn",

@@ -1,4 +1,4 @@
-"""Reports of a results directory (format: :mod:`sdematrix.junit`).
+"""Reports of a results directory (format: :mod:`sdematrix.results.junit`).
 
 * :func:`write_html` -- one self-contained HTML file: path heat-map, per-cell
   ISA-mix charts, top functions, violations, run metadata;
@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..results.load import ResultsDirError, RunResults, load_results
 from .diff import DiffReport, diff, render_text
 from .html import write_html
-from .load import ResultsDirError, RunResults, load_results
 from .markdown import emit_step_summary, render_markdown, write_markdown
 
 __all__ = [

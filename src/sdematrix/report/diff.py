@@ -16,7 +16,7 @@ A :class:`DiffReport` lists, per matched cell:
 
 Exit-code semantics (:attr:`DiffReport.exit_code`): 0 no regressions, 1
 regressions (new failures or path moves).  Bad input (a directory that is not
-a results directory) raises :class:`~sdematrix.report.load.ResultsDirError`,
+a results directory) raises :class:`~sdematrix.results.load.ResultsDirError`,
 exit code 2.
 """
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .load import CellResult, RunResults, load_results
+from ..results.load import CellResult, RunResults, load_results
 
 __all__ = [
     "DiffReport",

@@ -37,8 +37,9 @@ from html import escape
 from pathlib import Path
 
 from .._version import __version__
-from ..mix import Mix
-from ..models import PATHS
+from ..evidence.mix import Mix
+from ..results.load import CellGroup, CellResult, RunResults, load_results
+from ..spec.models import PATHS
 from .charts import (
     ENCODING_COLOURS,
     ISA_FAMILIES,
@@ -46,7 +47,6 @@ from .charts import (
     isa_set_chart,
     width_encoding_chart,
 )
-from .load import CellGroup, CellResult, RunResults, load_results
 
 __all__ = ["PATH_COLOURS", "STATUS_SYMBOLS", "anchor", "iter_html", "render_html", "write_html"]
 
@@ -847,7 +847,7 @@ def render_html(res: RunResults) -> str:
 def write_html(results_dir: str | Path | RunResults, dest: str | Path) -> Path:
     """Render `results_dir` to one self-contained HTML file at `dest`; return its path.
 
-    Raises :class:`~sdematrix.report.load.ResultsDirError` (one line) when
+    Raises :class:`~sdematrix.results.load.ResultsDirError` (one line) when
     `results_dir` is not a results directory and
     :class:`~sdematrix.errors.OutputDirError` when `dest` cannot be written."""
     from ..errors import OutputDirError

@@ -21,8 +21,8 @@ import re
 from pathlib import Path
 
 from ..errors import OutputDirError
-from ..reasons import cannot_run_why
-from .load import CellGroup, CellResult, RunResults, load_results
+from ..results.load import CellGroup, CellResult, RunResults, load_results
+from ..verdict.reasons import cannot_run_why
 
 __all__ = ["BUDGET", "SYMBOLS", "emit_step_summary", "render_markdown", "write_markdown"]
 
@@ -132,7 +132,7 @@ def _code(text: str) -> str:
 def _unrunnable(res: RunResults) -> dict[tuple[str, str], list[CellResult]]:
     """The cells that could not run here, by (status, reason): the skips of a
     default run, the "cannot run here" errors of a run that named its CPUs or
-    backend (reasons of kind cannot-run-here, :func:`~sdematrix.reasons.cannot_run_why`, as the CLI summary
+    backend (reasons of kind cannot-run-here, :func:`~sdematrix.verdict.reasons.cannot_run_why`, as the CLI summary
     groups them), and cells an interrupt left unrun."""
     groups: dict[tuple[str, str], list[CellResult]] = {}
     for c in res.cells:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sdematrix.pytest_plugin import classify, record
+from sdematrix.integrations.pytest_plugin import classify, record
 
 # pytest still writes per-test <properties> under the default xunit2 family
 # (checked); it only warns that the xunit2 schema does not define them.

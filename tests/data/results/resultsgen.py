@@ -1,8 +1,8 @@
-"""Write small results directories in the format of sdematrix.junit (for the report tests).
+"""Write small results directories in the format of sdematrix.results.junit (for the report tests).
 
 Each path gets a characteristic instruction mix (the instructions its
 signature in sde_matrix.yaml requires, with XED-style ISA-set names), built
-through the real :class:`sdematrix.mix.Mix` model and saved with
+through the real :class:`sdematrix.evidence.mix.Mix` model and saved with
 ``Mix.save`` / ``Mix.to_json``, so the files are what a run writes.
 
 Two scenarios, ``baseline`` and ``changed``, differ in known ways that the
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sdematrix.mix import Mix
+from sdematrix.evidence.mix import Mix
 
 IMAGE = "/opt/vaescrypt/bin/vc-probe"
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"

@@ -1,0 +1,1 @@
+"""The ptrace backend: the program runs natively under ``vc-tracer``."""

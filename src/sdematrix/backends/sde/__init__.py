@@ -1,0 +1,1 @@
+"""The Intel SDE backend: the program runs under ``sde64 -<chip>``."""

@@ -1,0 +1,1 @@
+"""The ``sdematrix`` command line: argument parsing, the shared options, the small commands."""

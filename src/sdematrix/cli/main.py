@@ -1,0 +1,711 @@
+"""The ``sdematrix`` command line.
+
+Sub-commands::
+
+    sdematrix run [--matrix FILE] [--cpu spr,icl,...] [--backend auto|sde|ptrace|qemu]
+                  [--cpuid-mode auto|fault|bp] [--allow-skip]
+                  [--sde-path PATH] [--junit FILE] [--out DIR] [--jobs N]
+                  [--timeout S] [--seed N]
+    sdematrix list-cpus [--matrix FILE] [--github-matrix [--shards N]]
+    sdematrix explain CPU [--matrix FILE]
+    sdematrix doctor [--matrix FILE] [--sde-path PATH] [--json]   # backends usable here
+    sdematrix mix FILE [--json]     # an SDE mix file: a summary (--json: all, normalised)
+    sdematrix exec --cpu MODELS [--models FILE] [--region R] [--expect F] [--junit F]
+                   [--out DIR] [--report DIR] [--jobs N] [--allow-skip] [--allow-exit N]
+                   [--backend auto|ptrace|sde] [--sde-path P] [--print-command]
+                   -- PROG ARGS...
+
+The options run, exec, docker run and the pytest plugin share are defined
+once, in :mod:`sdematrix.cli.options` (same spelling, default and help).
+
+``--matrix`` defaults to ``./sde_matrix.yaml`` when it exists, else the copy
+shipped inside the package.
+
+What you name must run: with ``--cpu`` or ``--backend`` given, a cell that no
+backend can run on this host is an error (exit 1), unless ``--allow-skip``; a
+default run skips it and the summary says, one line per reason, how many cells
+could not run and why.
+
+Exit codes: 0 every cell passed (skips allowed); 1 some cell failed or errored;
+2 bad input (unreadable/invalid YAML, unknown CPU, unavailable backend, a
+probe that cannot run -- ``$SDEMATRIX_PROBE`` missing, a directory or not
+executable --, unwritable output, bad arguments, corrupt mix file); 130
+interrupted (SIGINT / SIGTERM, in any phase; once cells have run, JUnit and
+results for the finished cells are still written); 3 an unexpected internal
+error (one line; set ``SDEMATRIX_DEBUG=1`` for the traceback).  Every error is
+one line ``sdematrix: error: ...`` on stderr.
+
+``list-cpus`` shows per model the expected path of each mode: one column when
+both directions expect the same path on every model, else one per direction
+(``cfb128/enc``, ``cfb128/dec``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, NoReturn
+
+from .. import __version__
+from ..errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    BackendUnavailableError,
+    MatrixFileError,
+    SdeMatrixError,
+)
+from ..spec.models import DIRECTIONS, MODES, Matrix
+from . import options, signals
+
+__all__ = ["EXIT_INTERNAL", "main"]
+
+EXIT_INTERNAL = 3
+PROG = "sdematrix"
+DEFAULT_OUT = "sdematrix-results"
+DEFAULT_TIMEOUT = options.DEFAULT_TIMEOUT
+
+
+class _UsageError(SdeMatrixError):
+    """Bad command-line arguments."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and exit 2 (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{message} (see '{self.prog} --help')")
+
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+
+
+def _matrix_path(arg: str | None) -> Path:
+    if arg:
+        return Path(arg)
+    local = Path("sde_matrix.yaml")
+    if local.is_file():
+        return local
+    shipped = resources.files("sdematrix").joinpath("sde_matrix.yaml")
+    if shipped.is_file():
+        return Path(str(shipped))
+    raise MatrixFileError(
+        "no sde_matrix.yaml in the current directory and none shipped with the package "
+        "(give --matrix FILE)"
+    )
+
+
+def _load(arg: str | None) -> Matrix:
+    from ..spec.matrix_cache import load_matrix_cached  # the full load when anything changed
+
+    return load_matrix_cached(_matrix_path(arg))
+
+
+_number_arg = options.number_arg  # one definition of the number checks
+_positive_int = options.positive_int
+_positive_float = options.positive_float
+_nonneg_float = _number_arg(float, lambda v: v >= 0, "must be >= 0", "a number")
+_seed = _number_arg(
+    lambda t: int(t, 0), lambda v: 0 <= v < 1 << 64, "must be a 64-bit unsigned integer",
+    "an integer",
+)
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    """Rows of dicts as an aligned text table (columns in first-seen order)."""
+    cols: list[str] = []
+    for r in rows:
+        cols.extend(k for k in r if k not in cols)
+    cells = [[("-" if r.get(c) is None else str(r.get(c, ""))) for c in cols] for r in rows]
+    widths = [max(len(x) for x in [c, *(row[i] for row in cells)]) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)).rstrip()]
+    lines += [
+        "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _emit(value: Any) -> None:
+    if isinstance(value, str):
+        sys.stdout.write(value if value.endswith("\n") else value + "\n")
+    else:
+        sys.stdout.write(json.dumps(value, indent=1) + "\n")
+
+
+# --------------------------------------------------------------------------
+# Summary table
+# --------------------------------------------------------------------------
+
+_RANK = {"error": 3, "fail": 2, "pass": 1, "skip": 0}
+
+
+def _symbols() -> dict[str, str]:
+    enc = (getattr(sys.stdout, "encoding", None) or "").lower()
+    if "utf" in enc:
+        return {"pass": "✓", "fail": "✗", "error": "!", "skip": "-"}
+    return {"pass": "ok", "fail": "X", "error": "!", "skip": "-"}
+
+
+def summary_table(report: Any) -> str:
+    """CPU x (mode, direction): the path that ran and a pass/fail symbol,
+    worst status over the cell's workloads."""
+    sym = _symbols()
+    cols = [(m, d) for m in MODES for d in DIRECTIONS]
+    heads = [f"{m}/{d[:3]}" for m, d in cols]
+    grid: dict[tuple[str, str, str], list[Any]] = {}
+    for rec in report.records:
+        c = rec.cell
+        grid.setdefault((c.cpu, c.mode, c.direction), []).append(rec.outcome)
+    cpus = list(dict.fromkeys(c.cpu for c in report.cells))
+    rows: list[list[str]] = []
+    for cpu in cpus:
+        row = [cpu]
+        for m, d in cols:
+            outs = grid.get((cpu, m, d), [])
+            if not outs:
+                row.append("")
+                continue
+            worst = max(outs, key=lambda o: _RANK[o.status])
+            ran = [o.path for o in outs if o.path]
+            path = ran[0] if ran else (worst.expected_path or "")
+            if worst.status == "fail" and worst.path and worst.path != worst.expected_path:
+                path = f"{worst.path}!={worst.expected_path}"
+            row.append(f"{sym[worst.status]} {path}".rstrip())
+        rows.append(row)
+    header = ["cpu", *heads]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    counts = {s: report.count(s) for s in ("pass", "fail", "error", "skip")}
+    tail = (
+        f"{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors, "
+        f"{counts['skip']} skipped"
+    )
+    if report.not_run:
+        tail += f", {len(report.not_run)} not run (interrupted)"
+    lines.append(tail + f" in {report.duration_s:.1f}s")
+    for why, cpus, n in report.unrunnable():
+        what = "error" if report.strict else "skipped"
+        lines.append(f"could not run here ({what}): {n} cell{'s' if n != 1 else ''} "
+                     f"of {', '.join(cpus)}: {why}")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------
+# Sub-commands
+# --------------------------------------------------------------------------
+
+
+def _print_host_gaps(matrix: Any, cpus: list[str], selector: Any) -> None:
+    """Run header: per model run natively (ptrace), what its CPUID advertises
+    that this host cannot execute (sdematrix.backends.host_isa)."""
+    from ..backends.host_isa import host_lacks
+
+    for cpu in cpus:
+        ch = selector.choose(matrix.models[cpu])
+        lacks = host_lacks(matrix.models[cpu]) if ch.backend and ch.backend.name == "ptrace" else []
+        if lacks:
+            print(f"{PROG} run: {cpu}: host cannot execute {', '.join(lacks)} (model {cpu} "
+                  "advertises it; the probe needs none of them, a program that runs one dies "
+                  "of SIGILL: an error)", file=sys.stderr)  # fmt: skip
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..backends.probe import probe_path
+    from ..backends.registry import BackendSelector
+    from ..pipeline.progress import Progress
+    from ..pipeline.run import RunReport, run_cells
+    from ..results.junit import prepare_out_dir
+    from ..results.writer import ResultsWriter
+    from ..spec.matrix_file import select_cpus
+
+    strict = _strict(args)
+    matrix = _load(args.matrix)
+    cpus = select_cpus(matrix, args.cpu) if args.cpu else list(matrix.models)
+    selector = BackendSelector(
+        matrix, args.backend or "auto", sde_path=args.sde_path, cpuid_mode=args.cpuid_mode
+    )
+    if args.sde_path and "sde" in selector.unavailable:
+        raise BackendUnavailableError(f"--sde-path: {selector.unavailable['sde']}")
+    # A probe that cannot run would make every cell an error: refuse the run
+    # now (ProbeError, exit 2) instead, naming $SDEMATRIX_PROBE and what is wrong.
+    probe_path()
+    _print_host_gaps(matrix, cpus, selector)
+    out = Path(args.out)
+    prepare_out_dir(out)
+    junit_path = _junit_path(args)
+
+    cells = matrix.cells(cpus)
+    progress = Progress(len(cells))
+    writer: list[ResultsWriter] = []
+
+    def start(rep: RunReport) -> None:
+        w = ResultsWriter(out, rep, junit_path=junit_path,
+                          keep_work=getattr(args, "keep_work", False))  # fmt: skip
+        w.begin()
+        writer.append(w)
+        signals.raise_pending(pending)  # a signal before the first cell: stop now
+
+    def idle() -> None:
+        signals.raise_pending(pending)  # one that came before the runner's handler
+        writer[0].maybe_flush()
+
+    def record(rec: Any) -> None:
+        writer[0].add(rec)
+        if rec.result is not None:
+            rec.result.mix = None  # written: 500 full mixes held to the end cost ~0.5 GB
+
+    # Every finished cell is written as it finishes; a signal from here to
+    # the end of the final write is only recorded (the runner has its own
+    # handler while cells run), so results.json and the JUnit file always
+    # end up complete for the cells that finished.
+    with signals.deferred() as pending:
+        try:
+            report = run_cells(
+                matrix,
+                cells,
+                selector,
+                workdir=out / "work",
+                jobs=args.jobs,
+                timeout=args.timeout,
+                seed=args.seed,
+                progress=progress,
+                strict=strict,
+                on_start=start,
+                on_record=record,
+                on_idle=idle,
+            )
+        except KeyboardInterrupt:
+            if writer:
+                writer[0].report.interrupted = True
+                writer[0].finish()
+            raise
+        t0 = time.monotonic()
+        writer[0].finish()
+        progress.note(f"{PROG}: results written ({time.monotonic() - t0:.1f} s)")
+    if pending and not report.interrupted:
+        signals.raise_pending(pending)
+    _write_run_reports(out, args.report, progress)
+    sys.stdout.write(summary_table(report))
+    sys.stdout.write(f"results: {out}/results.json  junit: {junit_path or out / 'junit.xml'}\n")
+    sys.stdout.flush()
+    if report.interrupted:
+        print(f"{PROG}: error: interrupted; results for finished cells written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def _junit_path(args: argparse.Namespace) -> Path | None:
+    """--junit, proven writable now: fail before the run, not after it."""
+    if not args.junit:
+        return None
+    path = Path(args.junit)
+    write_probe = path.parent / f".{path.name}.write-test"
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "Is a directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_probe.write_text("")
+        write_probe.unlink()
+    except OSError as e:
+        _junit_error(path, e)
+    return path
+
+
+def _junit_error(path: Path, e: OSError) -> NoReturn:
+    from ..errors import OutputDirError
+
+    raise OutputDirError(f"cannot write JUnit file {path}: {e.strerror or e}") from None
+
+
+def _strict(args: argparse.Namespace) -> bool:
+    """Whether cells no backend can run are errors: the user named CPUs or a
+    backend (what you name must run) and did not say --allow-skip.  A default
+    run may skip what this host cannot run; --allow-skip there has nothing to
+    allow and is refused (exit 2)."""
+    named = bool(args.cpu) or args.backend not in (None, "auto")
+    if args.allow_skip and not named:
+        raise _UsageError(
+            "--allow-skip has nothing to allow without --cpu or --backend "
+            "(a default run already skips what this host cannot run)"
+        )
+    return named and not args.allow_skip
+
+
+def _write_run_reports(out: Path, report_dir: str | None, progress: Any = None) -> None:
+    """HTML + markdown after a run (and $GITHUB_STEP_SUMMARY when set).  A
+    report problem is a warning: it never changes the run's exit code."""
+    from ..report import write_reports
+
+    if report_dir is None and not os.environ.get("GITHUB_STEP_SUMMARY"):
+        return
+    t0 = time.monotonic()
+    if progress is not None:
+        progress.note(f"{PROG}: writing the report ...")
+    try:
+        files = write_reports(out, report_dir)
+    except (SdeMatrixError, OSError) as e:
+        print(f"{PROG}: warning: report not written: {e}", file=sys.stderr)
+        return
+    if progress is not None:
+        progress.note(f"{PROG}: report written ({time.monotonic() - t0:.1f} s)")
+    if report_dir is not None:
+        print(f"report: {files.html}")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..report import emit_step_summary, load_results, write_html, write_markdown
+    from ..report.exec_html import is_exec_results
+
+    results_dir = Path(args.results_dir)
+    if is_exec_results(results_dir):
+        return _report_exec(args, results_dir)
+    results = load_results(results_dir)  # read once for every report
+    dest = Path(args.html) if args.html else results_dir / "report.html"
+    path = write_html(results, dest)
+    if args.markdown is not None:
+        text = write_markdown(results)
+        if args.markdown == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.markdown).write_text(text)
+    if args.step_summary and emit_step_summary(results) is None:
+        _no_step_summary()
+    print(f"report: {path}", file=sys.stderr if args.markdown == "-" else sys.stdout)
+    return EXIT_OK
+
+
+def _no_step_summary() -> None:
+    print(f"{PROG}: --step-summary: $GITHUB_STEP_SUMMARY is not set (not on GitHub "
+          "Actions?): no step summary written", file=sys.stderr)  # fmt: skip
+
+
+def _report_exec(args: argparse.Namespace, results: Path) -> int:
+    """`sdematrix report` on an `exec --out` directory."""
+    from ..report.exec_html import load_exec_results, render_html, render_markdown, step_summary
+
+    data = load_exec_results(results)
+    dest = Path(args.html) if args.html else results / "report.html"
+    try:
+        dest.write_text(render_html(data), encoding="utf-8")
+        if args.markdown not in (None, "-"):
+            Path(args.markdown).write_text(render_markdown(data), encoding="utf-8")
+    except OSError as e:
+        from ..errors import OutputDirError
+
+        raise OutputDirError(f"cannot write the report: {e.strerror or e}") from None
+    if args.markdown == "-":
+        sys.stdout.write(render_markdown(data))
+    if args.step_summary and step_summary(data) is None:
+        _no_step_summary()
+    print(f"report: {dest}", file=sys.stderr if args.markdown == "-" else sys.stdout)
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from ..report import diff, render_text
+
+    rep = diff(args.old, args.new, threshold=args.threshold, min_abs=args.min_abs)
+    sys.stdout.write(render_text(rep))
+    return int(rep.exit_code)
+
+
+def cmd_merge_junit(args: argparse.Namespace) -> int:
+    from ..results.merge import merge_junit
+
+    files = [Path(f) for f in args.files]
+    missing = [str(f) for f in files if not f.exists()]  # the loader says what else is wrong
+    if missing:
+        raise MatrixFileError(f"merge-junit: no such file: {', '.join(missing)}")
+    merge_junit(files, Path(args.out))
+    print(f"merged {len(files)} file(s) into {args.out}")
+    return EXIT_OK
+
+
+def cmd_merge_results(args: argparse.Namespace) -> int:
+    from ..results.merge import merge_results
+
+    dirs = [Path(d) for d in args.dirs]
+    data = merge_results(dirs, Path(args.out))  # OutputDirError (exit 2) for a bad dir
+    print(f"merged {len(dirs)} results dir(s) ({len(data['cells'])} cells) into {args.out}")
+    return EXIT_OK
+
+
+def cmd_docker_run(args: argparse.Namespace) -> int:
+    import shutil
+
+    from ..integrations.docker_runner import run_in_docker
+    from ..spec.matrix_file import select_cpus
+
+    strict = _strict(args)
+    matrix = _load(args.matrix)
+    cpus = select_cpus(matrix, args.cpu) if args.cpu else list(matrix.models)
+    junit_path = _junit_path(args)
+    # Each container runs `sdematrix run --cpu <one>`: it names its CPU, so
+    # it is strict unless this run is not (a default run, or --allow-skip).
+    tail = ["--cpuid-mode", args.cpuid_mode, "--timeout", f"{args.timeout:g}",
+            *([] if strict else ["--allow-skip"])]  # fmt: skip
+    out = Path(args.out)
+    # --timeout is per cell, as for `run`; a container runs one model's cells
+    per_cpu = max((len(matrix.cells([c])) for c in cpus), default=1)
+    code = run_in_docker(
+        cpus,
+        out=out,
+        jobs=args.jobs,
+        image=args.image,
+        context=Path(args.context),
+        rebuild=args.build,
+        base_image=args.base_image,
+        backend=args.backend or "auto",
+        timeout=args.timeout,  # per cell, as for `run`
+        cells_per_cpu=per_cpu,  # a container runs one model's cells
+        extra_args=tail,
+        matrix_file=_matrix_path(args.matrix),
+        sde_path=args.sde_path,
+    )
+    merged = out / "junit.xml"
+    if merged.is_file():
+        if junit_path is not None and junit_path.resolve() != merged.resolve():
+            try:
+                shutil.copyfile(merged, junit_path)
+            except OSError as e:
+                _junit_error(junit_path, e)
+        print(f"junit: {junit_path or merged}")
+    if (out / "results.json").is_file():
+        _write_run_reports(out, args.report)
+    return code
+
+
+def cmd_list_cpus(args: argparse.Namespace) -> int:
+    from . import explain as ex
+
+    matrix = _load(args.matrix)
+    if args.github_matrix and args.host_split:
+        raise _UsageError("--github-matrix and --host-split exclude each other")
+    if args.github_matrix:
+        # one line, for `echo "matrix=$(sdematrix list-cpus --github-matrix)" >> $GITHUB_OUTPUT`
+        from ..integrations.github_shards import github_matrix
+
+        gm = github_matrix(matrix, args.shards, args.backend)
+        sys.stdout.write(json.dumps(gm, separators=(",", ":")) + "\n")
+    elif args.host_split:
+        # one line of JSON: which of --cpu this host can run under --backend
+        from ..integrations.github_shards import host_split
+        from ..spec.matrix_file import select_cpus
+
+        split = host_split(matrix, select_cpus(matrix, args.cpu), args.backend)
+        sys.stdout.write(json.dumps(split, separators=(",", ":")) + "\n")
+    else:
+        sys.stdout.write(_table(ex.list_cpus(matrix)))
+    return EXIT_OK
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from . import explain as ex
+
+    matrix = _load(args.matrix)
+    if args.features:
+        from ..spec.isa_names import features_text
+        from ..spec.matrix_file import select_cpus
+
+        for cpu in select_cpus(matrix, args.cpu):
+            sys.stdout.write(features_text(matrix.models[cpu]))
+        return EXIT_OK
+    _emit(ex.explain(matrix, ex.resolve_cpu(matrix, args.cpu)))
+    return EXIT_OK
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import diagnose, render
+
+    d = diagnose(_load(args.matrix), sde_path=args.sde_path)
+    if args.json:
+        _emit(d.to_json())
+    else:
+        sys.stdout.write(render(d))
+    return EXIT_OK if d.runnable else EXIT_FAILED
+
+
+def cmd_mix(args: argparse.Namespace) -> int:
+    from ..evidence.sde_mix import parse_mix_file
+
+    mix = parse_mix_file(args.file)
+    if args.json or args.compact:
+        indent = None if args.compact else 1
+        sys.stdout.write(json.dumps(mix.to_json(), indent=indent) + "\n")
+    else:
+        from ..report.mix_summary import summary_text
+
+        sys.stdout.write(summary_text(mix, args.file))
+    return EXIT_OK
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    """``sdematrix exec``: see :mod:`sdematrix.pipeline.exec`."""
+    from ..pipeline.exec import cmd_exec as run_exec
+
+    return run_exec(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Run vaescrypt across a matrix of CPU models.")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    matrix_help = "matrix file (default: ./sde_matrix.yaml, else the packaged copy)"
+    r = sub.add_parser("run", help="run the matrix and judge every cell")
+    options.add_to_argparse(r, "run")
+    r.add_argument("--out", default=DEFAULT_OUT, help=f"results directory (default: {DEFAULT_OUT})")
+    r.add_argument(
+        "--seed", type=_seed, default=None, help="probe input seed (default: the matrix's)"
+    )
+    r.set_defaults(func=cmd_run)
+
+    rp = sub.add_parser("report", help="write the HTML report (and markdown) of a results dir")
+    rp.add_argument("results_dir")
+    rp.add_argument("--html", metavar="FILE", help="HTML file (default: RESULTS_DIR/report.html)")
+    rp.add_argument("--markdown", metavar="FILE", nargs="?", const="-",
+                    help="also write the markdown summary to FILE (or stdout)")  # fmt: skip
+    rp.add_argument("--step-summary", action="store_true",
+                    help="append the markdown summary to $GITHUB_STEP_SUMMARY")  # fmt: skip
+    rp.set_defaults(func=cmd_report)
+
+    d = sub.add_parser("diff", help="what changed between two results dirs")
+    d.add_argument("old")
+    d.add_argument("new")
+    d.add_argument("--threshold", type=_nonneg_float, default=0.10,
+                   help="relative mix change worth reporting (default 0.10)")  # fmt: skip
+    d.add_argument("--min-abs", type=_positive_int, default=16,
+                   help="absolute instruction-count change worth reporting (default 16)")  # fmt: skip
+    d.set_defaults(func=cmd_diff)
+
+    mj = sub.add_parser("merge-junit", help="merge JUnit files into one")
+    mj.add_argument("files", nargs="+")
+    mj.add_argument("--out", required=True)
+    mj.set_defaults(func=cmd_merge_junit)
+
+    mr = sub.add_parser("merge-results", help="merge per-CPU results dirs into one")
+    mr.add_argument("dirs", nargs="+", metavar="DIR")
+    mr.add_argument("--out", required=True, help="directory for the merged results.json")
+    mr.set_defaults(func=cmd_merge_results)
+
+    dk = sub.add_parser("docker", help="run the matrix in Docker containers")
+    dsub = dk.add_subparsers(dest="docker_command", metavar="ACTION", parser_class=_Parser)
+    dsub.required = True
+    dr = dsub.add_parser("run", help="one container per CPU model, merged JUnit")
+    options.add_to_argparse(dr, "docker")
+    dr.add_argument("--out", default=DEFAULT_OUT + "-docker", help="results directory")
+    dr.add_argument("--image", default="sdematrix:latest", help="image tag")
+    dr.add_argument("--context", default=".", help="build context with the Dockerfile")
+    dr.add_argument("--build", action="store_true", help="rebuild the image even if present")
+    dr.add_argument("--base-image", default=None,
+                    help="BASE_IMAGE build arg (e.g. sdematrix-base:bookworm)")  # fmt: skip
+    dr.set_defaults(func=cmd_docker_run)
+
+    lc = sub.add_parser("list-cpus", help="list the CPU models of the matrix")
+    lc.add_argument("--matrix", help=matrix_help)
+    lc.add_argument("--github-matrix", action="store_true",
+                    help="print a GitHub Actions strategy matrix (JSON): shards of SDE models")  # fmt: skip
+    lc.add_argument("--shards", type=_positive_int, default=None,
+                    help="number of jobs for --github-matrix (default: at most 16)")  # fmt: skip
+    from ..integrations.github_shards import SHARD_BACKENDS
+
+    lc.add_argument("--backend", default="sde", choices=SHARD_BACKENDS,
+                    help="--github-matrix: shards of the SDE models (sde, default) or of every "
+                    "model (ptrace); --host-split: the backend to ask")  # fmt: skip
+    lc.add_argument("--host-split", action="store_true",
+                    help="print (JSON) which of --cpu this host can run under --backend, and "
+                    "why not the others")  # fmt: skip
+    lc.add_argument("--cpu", default=None, help="--host-split: the models (default: all)")
+    lc.set_defaults(func=cmd_list_cpus)
+
+    e = sub.add_parser("explain", help="explain the expected paths of one CPU model")
+    e.add_argument("cpu")
+    e.add_argument("--matrix", help=matrix_help)
+    e.add_argument("--features", action="store_true",
+                   help="list the model's feature and ISA-set names (for --expect files); "
+                   "CPU may be a comma-separated list")  # fmt: skip
+    e.set_defaults(func=cmd_explain)
+
+    dc = sub.add_parser("doctor", help="which backends work on this host, and why not")
+    options.add_to_argparse(dc, "doctor")
+    dc.add_argument("--json", action="store_true", help="machine-readable output")
+    dc.set_defaults(func=cmd_doctor)
+
+    x = sub.add_parser("exec", help="run any program as if on each CPU model: whole-process "
+                       "chip check, region mixes, expectations")  # fmt: skip
+    options.add_to_argparse(x, "exec")
+    x.add_argument("--region", action="append", metavar="REGION",
+                   help="marks | whole | function:SYMBOL (repeatable; default: marks "
+                   "when an image has SSC marks, else whole)")  # fmt: skip
+    x.add_argument("--expect", metavar="FILE", help="expectations (YAML)")
+    x.add_argument("--out", metavar="DIR", help="capture output and write results per model")
+    x.add_argument("--allow-exit", type=int, action="append", metavar="N",
+                   help="a non-zero exit status that does not fail the verdict")  # fmt: skip
+    x.add_argument("--print-command", action="store_true",
+                   help="--backend sde: print the SDE command lines, run nothing "
+                   "(SDE need not be installed)")  # fmt: skip
+    x.add_argument("program", nargs=argparse.REMAINDER, help="-- PROG ARGS...")
+    x.set_defaults(func=cmd_exec)
+
+    m = sub.add_parser("mix", help="summarise an SDE mix file (--json: normalised JSON)")
+    m.add_argument("file")
+    m.add_argument("--json", action="store_true",
+                   help="the whole normalised mix as JSON (default: a summary)")  # fmt: skip
+    m.add_argument("--compact", action="store_true", help="the whole mix as one-line JSON")
+    m.set_defaults(func=cmd_mix)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # For the whole command: SIGTERM ends it like SIGINT (exit 130, one line,
+    # no traceback), whatever phase it lands in -- loading the matrix file,
+    # probing backends, writing results.  While cells run, run_cells installs
+    # its own SIGINT/SIGTERM handler (stop, kill the children, report the
+    # finished cells) and puts this one back afterwards.  Both dispositions
+    # are restored on the way out, for callers of main() in the same process.
+    with signals.sigterm_as_interrupt():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        from ..inputs import check_output_args
+
+        check_output_args(args)  # every --out/--junit/--html/... path, before any work
+        code = int(args.func(args))
+    except SdeMatrixError as e:
+        msg = " ".join(str(e).split()) or type(e).__name__
+        print(f"{PROG}: error: {msg}", file=sys.stderr)
+        code = e.exit_code
+    except KeyboardInterrupt as e:
+        signals.ignore()
+        how = " (SIGTERM)" if isinstance(e, signals.Terminated) else ""
+        print(f"{PROG}: error: interrupted{how}", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        code = EXIT_OK
+    except Exception as e:  # noqa: BLE001 - the CLI never shows a traceback by default
+        if os.environ.get("SDEMATRIX_DEBUG"):
+            traceback.print_exc()
+        msg = " ".join(str(e).split())
+        print(f"{PROG}: error: internal error: {type(e).__name__}: {msg}", file=sys.stderr)
+        code = EXIT_INTERNAL
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""sdematrix inside other tools: the pytest plugin, Docker, GitHub job matrices."""

@@ -1,0 +1,1 @@
+"""The two runs: ``sdematrix run`` and ``sdematrix exec`` (plan -> run -> judge -> write)."""

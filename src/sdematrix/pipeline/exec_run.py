@@ -1,0 +1,445 @@
+"""``sdematrix exec``: run any x86-64 Linux program as if on each CPU model.
+
+Per model the program runs once under ``vc-tracer --whole`` (the ptrace
+backend's tracer, :mod:`sdematrix.backends.ptrace.backend`): CPUID answers from the
+model's profile (fault or bp mode, every image's sites armed), every distinct
+instruction executed in any thread or child is recorded once (first-visit
+breakpoints, tracer/whole.c, starts from :mod:`sdematrix.evidence.insn_bounds`) and
+chip-checked with the one check every backend shares
+(:func:`sdematrix.evidence.mix_build.checked_mix`).
+
+Regions (the mix the expectations judge):
+
+* ``marks``: the SSC-marked regions, stepped as for the probe (the default
+  when some image holds marks);
+* ``function:SYMBOL``: every call of SYMBOL (dynamic or static symbol, in any
+  image the program maps), stepped from entry until it returns;
+* ``whole``: every distinct instruction of the run, each counted once (the
+  default otherwise).
+
+Images mapped at run time (dlopen, the program a child execs) are not known
+before the run: the tracer asks for each one when it is first mapped
+executable (a pipe to :func:`_serve_images`, which sends the image's CPUID /
+XGETBV / mark / function sites and its instruction starts), so one run
+covers them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
+
+from ..backends.base import Violation
+from ..backends.host_isa import host_lacks, sigill_reason
+from ..backends.ptrace.backend import TracerOutput, parse_tracer_output, tracer_path
+from ..backends.ptrace.profile import Site, image_sites, program_images, write_profile
+from ..cli.options import DEFAULT_TIMEOUT
+from ..errors import SdeMatrixError
+from ..evidence.exec_check import whole_checked_mix
+from ..evidence.insn_bounds import bounds_file, fde_ranges
+from ..evidence.mix import Mix
+from ..evidence.mix_build import Executed, mix_from_executed, zero_source_violations
+from ..evidence.symbols import Location, Symbolizer, load_image
+from ..spec.models import CpuModel
+
+__all__ = [
+    "ExecError",
+    "ExecResult",
+    "Region",
+    "find_function",
+    "parse_region",
+    "run_model",
+]
+
+
+class ExecError(SdeMatrixError):
+    """Bad input to ``sdematrix exec`` (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Region:
+    kind: str  # "marks" | "whole" | "function"
+    symbol: str = ""
+
+    def __str__(self) -> str:
+        return f"function:{self.symbol}" if self.kind == "function" else self.kind
+
+
+def parse_region(text: str) -> Region:
+    if text in ("marks", "whole"):
+        return Region(text)
+    if text.startswith("function:") and len(text) > len("function:"):
+        return Region("function", text.split(":", 1)[1])
+    raise ExecError(f"--region {text!r}: expected marks, whole or function:SYMBOL")
+
+
+@dataclass
+class ExecResult:
+    """One model's run, before expectations are judged."""
+
+    model: str
+    exit_code: int | None = None
+    error: str | None = None
+    violations: list[Violation] = field(default_factory=list)
+    mix: Mix | None = None  # the regions' mix (see module doc)
+    region: str = "whole"
+    entered: dict[str, int] = field(default_factory=dict)  # region -> times entered
+    meta: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+    stdout: bytes = b""
+    stderr: bytes = b""
+
+
+def find_function(symbol: str, images: Sequence[str]) -> list[Site]:
+    """Entry sites (file offsets) of `symbol` in `images`: every STT_FUNC /
+    STT_GNU_IFUNC definition in .symtab or .dynsym, once per address."""
+    sites: list[Site] = []
+    for path in images:
+        img = load_image(path)
+        if img is None:
+            continue
+        seen: set[int] = set()
+        try:
+            with open(path, "rb") as fh:
+                elf = ELFFile(fh)
+                for sec in elf.iter_sections():
+                    if not isinstance(sec, SymbolTableSection):
+                        continue
+                    for sym in sec.get_symbol_by_name(symbol) or []:
+                        if sym["st_info"]["type"] not in ("STT_FUNC", "STT_GNU_IFUNC"):
+                            continue
+                        if sym["st_shndx"] == "SHN_UNDEF" or not sym["st_value"]:
+                            continue
+                        off = img.offset_of_vaddr(int(sym["st_value"]))
+                        if off is not None and off not in seen:
+                            seen.add(off)
+                            sites.append(Site("func", off, os.path.realpath(path)))
+        except (OSError, ELFError, ValueError):
+            continue
+    return sites
+
+
+def _exe(argv0: str) -> str:
+    exe = argv0 if os.sep in argv0 else (shutil.which(argv0) or "")
+    if not exe or not os.path.isfile(exe):
+        raise ExecError(f"program not found: {argv0}")
+    if not os.access(exe, os.X_OK):
+        raise ExecError(f"program not executable: {exe}")
+    return exe
+
+
+@dataclass
+class ExecPlan:
+    """What every model's run shares: the program, its images, the regions."""
+
+    argv: list[str]
+    regions: list[Region]
+    cpuid_mode: str = "auto"
+    stdin: bytes | None = None
+    timeout: float = DEFAULT_TIMEOUT  # one model's run (options: --timeout)
+    exe: str = ""
+    images: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.exe = _exe(self.argv[0])
+        self.images = program_images(self.exe)
+        if tracer_path() is None:
+            raise ExecError("vc-tracer not built (python3 setup.py build_ext --inplace)")
+
+    def sites(self, images: Sequence[str] | None = None) -> list[Site]:
+        """The CPUID/XGETBV sites, marks (when a region wants them) and
+        function entries of `images` (default: the program's)."""
+        imgs = self.images if images is None else images
+        marks = not self.regions or any(r.kind == "marks" for r in self.regions)
+        out = [s for img in imgs for s in image_sites(img) if s.kind != "mark" or marks]
+        for r in self.regions:
+            if r.kind == "function":
+                out += find_function(r.symbol, imgs)
+        return out
+
+    def image_records(self, path: str) -> list[str]:
+        """The profile records of one image the tracer asks about (an image
+        mapped at run time: dlopen, a child's exec): `image`, its sites and
+        its instruction starts.  Remembered for the next models' profiles."""
+        real = os.path.realpath(path)
+        out = [f"image {real}"]
+        if not os.path.isfile(real):
+            return out
+        if real not in self.images:
+            self.images.append(real)
+        out += [f"site {s.kind} {s.offset:x} {s.path}" for s in self.sites([real])
+                if "\n" not in s.path]  # fmt: skip
+        try:
+            b = bounds_file(real)
+            out.append(f"bounds {b.file} {b.path}")
+        except OSError:
+            pass
+        return out
+
+    def has_marks(self) -> bool:
+        return any(s.kind == "mark" for img in self.images for s in image_sites(img))
+
+    def missing_symbols(self) -> list[str]:
+        return [
+            r.symbol
+            for r in self.regions
+            if r.kind == "function" and not find_function(r.symbol, self.images)
+        ]
+
+
+def discover_images(plan: ExecPlan, model: CpuModel, work: Path) -> None:
+    """Run the program once (output discarded) to learn the images it maps
+    beyond its DT_NEEDED closure (dlopen: the image server adds every image
+    the tracer asks about to ``plan.images``), for resolving function
+    regions whose symbol no DT_NEEDED image defines."""
+    regions, plan.regions = plan.regions, [Region("whole")]
+    try:
+        _trace_once(plan, model, work)
+    except (TimeoutError, RuntimeError, OSError):
+        pass
+    finally:
+        plan.regions = regions
+
+
+def _serve_images(plan: ExecPlan, req: int, resp: int) -> None:
+    """The tracer's image server (tracer/whole.c, `ask`): one path per line
+    in, that image's profile records and `end` out, until the tracer exits."""
+    with os.fdopen(req, "rb") as rf, os.fdopen(resp, "wb") as wf:
+        for raw in rf:
+            path = raw.rstrip(b"\n").decode(errors="surrogateescape")
+            try:
+                lines = plan.image_records(path)
+            except Exception:  # noqa: BLE001 - the tracer must get its `end`
+                lines = [f"image {path}"]
+            try:
+                wf.write("".join(f"{ln}\n" for ln in lines).encode(errors="surrogateescape")
+                         + b"end\n")  # fmt: skip
+                wf.flush()
+            except OSError:
+                return
+
+
+def _trace_once(plan: ExecPlan, model: CpuModel, work: Path) -> tuple[TracerOutput, bytes, bytes]:
+    profile, out = work / f"{model.name}.profile", work / f"{model.name}.trace"
+    out.unlink(missing_ok=True)
+    write_profile(profile, model, plan.sites(), plan.images)
+    req_r, req_w = os.pipe()
+    resp_r, resp_w = os.pipe()
+    with profile.open("a") as fh:
+        for img in plan.images:
+            try:
+                b = bounds_file(img)
+            except OSError:
+                continue
+            if "\n" not in b.path:
+                fh.write(f"bounds {b.file} {b.path}\n")
+        fh.write(f"ask {req_w} {resp_r}\n")
+    argv = [str(tracer_path()), "--profile", str(profile), "--out", str(out),
+            "--cpuid-mode", plan.cpuid_mode, "--whole", "--", plan.exe, *plan.argv[1:]]  # fmt: skip
+    server = threading.Thread(target=_serve_images, args=(plan, req_r, resp_w), daemon=True)
+    try:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE if plan.stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(req_w, resp_r),
+        )  # fmt: skip
+    finally:
+        os.close(req_w)
+        os.close(resp_r)
+    server.start()
+    try:
+        stdout, stderr = proc.communicate(input=plan.stdin, timeout=plan.timeout)
+    except subprocess.TimeoutExpired as e:
+        proc.kill()
+        proc.communicate()
+        raise TimeoutError(f"timed out after {plan.timeout:g} s") from e
+    finally:
+        server.join(timeout=5)
+    try:
+        text = out.read_text()
+        traced = parse_tracer_output(text)
+    except (OSError, ValueError) as e:
+        last = (stderr.decode(errors="replace").strip().splitlines() or [str(e)])[-1]
+        raise RuntimeError(f"tracer failed (exit {proc.returncode}): {last}") from e
+    for line in text.splitlines():
+        if line.startswith("whole_") and not line.startswith("whole_nobounds"):
+            key, _, val = line.partition(" ")
+            if val.isdigit():
+                traced.whole[key[len("whole_") :]] = int(val)
+    return traced, stdout, stderr
+
+
+def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
+    """Run the program under `model` once (images it maps at run time are
+    served to the tracer while it runs, see :func:`_serve_images`)."""
+    res = ExecResult(model=model.name)
+    t0 = time.monotonic()
+    try:
+        traced, res.stdout, res.stderr = _trace_once(plan, model, work)
+    except (TimeoutError, RuntimeError, OSError) as e:
+        res.error = str(e)
+        res.duration_s = time.monotonic() - t0
+        return res
+    res.duration_s = time.monotonic() - t0
+    res.exit_code = traced.exit_code
+    if not traced.complete:
+        res.error = "tracer output incomplete"
+        return res
+    symbolizers = {sid: Symbolizer(text) for sid, text in traced.maps.items()}
+    empty = Symbolizer("")
+    locators: dict[int, Any] = {}
+
+    def locate_in(space: int) -> Any:
+        if space not in locators:
+            locators[space] = unwind_named(symbolizers.get(space, empty))
+        return locators[space]
+
+    # chip check: every distinct instruction, whole-run and stepped alike
+    stepped = {(s, a) for s, a, _n, _c in traced.insns}
+    recorded = [(s, a, c, 1) for s, a, c in traced.seen if (s, a) not in stepped]
+    recorded += [(s, a, c, n) for s, a, n, c in traced.insns]
+    whole, res.violations = whole_checked_mix(
+        "ptrace", recorded, locate_in, model, isa_in_reason=True
+    )
+    codes = {(s, a): c for s, a, c, _n in recorded}
+    res.violations += zero_source_violations(
+        traced.tzcnt_zero, lambda s, a: codes.get((s, a)), locate_in, model
+    )
+    stepping = [r for r in plan.regions if r.kind != "whole"]
+    if stepping:
+        res.mix = mix_from_executed(
+            "ptrace",
+            (Executed(a, c, n, locate_in(s)) for s, a, n, c in traced.insns),
+            model=model,
+        )
+        res.region = ",".join(str(r) for r in stepping)
+        # legacy forms (TZCNT run as BSF) anywhere in the process, not only
+        # in the regions: the whole-run check passed them, the reader sees it
+        res.mix.legacy_forms = whole.legacy_forms.copy()
+    else:
+        res.mix = whole
+        res.region = "whole"
+    res.entered = {res.region: traced.regions} if stepping else {}
+    res.meta = {
+        "model": model.name,
+        "cpuid_mode": traced.cpuid_mode,
+        "cpuid_answered": traced.cpuid_answered,
+        "xgetbv_emulated": traced.xgetbv_emulated,
+        "regions": traced.regions,
+        "steps": traced.steps,
+        "truncated": traced.truncated,
+        "distinct_instructions": len(recorded),
+        "traps": traced.whole.get("traps", 0),
+        "planted": traced.whole.get("planted", 0),
+        "anon_exec_mappings": traced.whole.get("anon_exec", 0),
+        "images_asked": traced.whole.get("asked", 0),
+        "jit_regions": traced.whole.get("jit_regions", 0),
+        "jit_entries": traced.whole.get("jit_entries", 0),
+        "jit_steps": traced.whole.get("jit_steps", 0),
+        "jit_failed": traced.whole.get("jit_failed", 0),
+        "images_without_bounds": list(traced.nobounds),
+        "images": sorted(whole.images),
+        "region": res.region,
+        "duration_s": round(res.duration_s, 3),
+    }
+    lacks = host_lacks(model)
+    if lacks:
+        res.meta["host_lacks"] = lacks
+    res.mix.meta.update(res.meta)
+    if traced.exit_kind == "signal" and traced.exit_value == signal.SIGILL and traced.sigill:
+        # a SIGILL on an instruction the model advertises but this host lacks
+        # is the host's limit, not the program's: the model's cell is an error
+        space, addr, code = traced.sigill
+        loc = locate_in(space)(addr)
+        why = sigill_reason(model, code, f"{loc.function} in {loc.image} at {addr:#x}")
+        if why is not None:
+            res.error = why
+    return res
+
+
+def unwind_named(sym: Symbolizer) -> Callable[[int], Location]:
+    """`sym.locate`, except that an address no symbol covers is named by the
+    function its image's unwind table (.eh_frame FDE) puts it in,
+    ``image+0xSTART`` with that range, instead of by its own address: the
+    stripped assembler functions of a distribution's libcrypto (aesni_*,
+    gcm_ghash_*) then appear as one function each in the mix."""
+    cache: dict[str, tuple[list[int], tuple[tuple[int, int], ...]]] = {}
+
+    def locate(addr: int) -> Location:
+        loc = sym.locate(addr)
+        if loc.lo is not None or not loc.image.startswith("/"):
+            return loc
+        m = sym.mapping_at(addr)
+        img = load_image(loc.image)
+        if m is None or img is None:
+            return loc
+        vaddr = img.vaddr_of_offset(m.offset + (addr - m.lo))
+        if vaddr is None:
+            return loc
+        if loc.image not in cache:
+            ranges = fde_ranges(loc.image)
+            cache[loc.image] = ([r[0] for r in ranges], ranges)
+        starts, ranges = cache[loc.image]
+        i = bisect.bisect_right(starts, vaddr) - 1
+        if i < 0 or not ranges[i][0] <= vaddr < ranges[i][1]:
+            return loc
+        lo, hi = ranges[i]
+        bias = addr - vaddr
+        name = f"{os.path.basename(loc.image)}+{lo:#x}"
+        return Location(loc.image, name, lo + bias, hi + bias)
+
+    return locate
+
+
+def read_stdin() -> bytes | None:
+    """The program's stdin, read once for every model's run (None: a
+    terminal or nothing to read; the programs then get /dev/null)."""
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            return None
+        return sys.stdin.buffer.read()
+    except (OSError, ValueError):
+        return None
+
+
+def workdir(out: Path | None) -> Path:
+    if out is not None:
+        d = out / "work"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+    return Path(tempfile.mkdtemp(prefix="sdematrix-exec-"))
+
+
+def sde_command(sde: Any, model: CpuModel, argv: Sequence[str], regions: Sequence[Region],
+                workdir: Path) -> list[str]:  # fmt: skip
+    """The SDE command line for the same run, built by the SDE backend
+    (:meth:`sdematrix.backends.sde.backend.SdeBackend.command`: chip knob, -mix,
+    -omix, SSC marks, chip-check options).  Regions map as: ``marks`` keeps
+    the SSC marks; ``whole`` and ``function:SYMBOL`` drop them (SDE's mix is
+    then the whole program's, listed per function, so function scopes of
+    the expectations apply to it)."""
+    from ..backends.base import ProbeCommand
+    from ..spec.models import Cell
+
+    cell = Cell(cpu=model.name, mode="exec", direction="run", key_bits=0, length=0)
+    cmd = sde.command(cell, model, ProbeCommand(argv=tuple(argv)), workdir)
+    if regions and not any(r.kind == "marks" for r in regions):
+        for knob in ("-start_ssc_mark", "-stop_ssc_mark"):
+            if knob in cmd:
+                i = cmd.index(knob)
+                del cmd[i : i + 2]
+    return cmd

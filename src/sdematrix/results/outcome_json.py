@@ -1,0 +1,143 @@
+"""A cell's outcome in results.json: written and read here, one schema.
+
+:func:`outcome_to_json` is what :meth:`sdematrix.verdict.cell.Outcome.to_json`
+writes (into ``results.json``'s ``cells`` and ``cells/<cell>.json``'s
+``outcome``); :func:`outcome_from_json` reads it back into the fields of an
+:class:`~sdematrix.verdict.cell.Outcome` (the report loader's
+:class:`~sdematrix.results.load.CellResult` is one).  Reading is lenient, as a
+report of a damaged directory must be: a missing or mistyped value gets its
+field's default, a cell name with unparseable parts keeps what it can.
+
+``reason_kinds`` (one :class:`~sdematrix.verdict.reasons.Kind` value per reason) is
+absent in files written before reasons had kinds: see
+:func:`sdematrix.verdict.reasons.reasons_from_json`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from ..inputs import bounded_int
+from ..spec.models import Cell
+from ..verdict.reasons import kinds_of, reasons_from_json
+
+if TYPE_CHECKING:
+    from ..verdict.cell import Outcome
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_PREFIX",
+    "as_float",
+    "as_int",
+    "opt_str",
+    "outcome_from_json",
+    "outcome_to_json",
+]
+
+SCHEMA_PREFIX = "sdematrix-results/"
+SCHEMA = f"{SCHEMA_PREFIX}1"
+
+
+def outcome_to_json(o: Outcome) -> dict[str, Any]:
+    c = o.cell
+    return {
+        "cell": c.name,
+        "cpu": c.cpu,
+        "mode": c.mode,
+        "direction": c.direction,
+        "key_bits": c.key_bits,
+        "length": c.length,
+        "status": o.status,
+        "reasons": list(o.reasons),
+        "reason_kinds": kinds_of(o.reasons),
+        "path": o.path,
+        "expected_path": o.expected_path,
+        "backend": o.backend,
+        "backend_version": o.backend_version,
+        "duration_s": round(o.duration_s, 6),
+        "digest": o.digest,
+        "expected_digest": o.expected_digest,
+        "output_tail": o.output_tail,
+    }
+
+
+def opt_str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def as_int(v: Any) -> int | None:
+    """An int from a JSON value, None for anything else (bounded: a bool, a
+    float out of range, a 5,000-digit string are all None)."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return bounded_int(v)
+        except ValueError:
+            return None
+    try:
+        return int(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def as_float(v: Any) -> float:
+    """A finite float from a JSON value, else 0.0."""
+    if isinstance(v, str) and len(v) > 64:
+        return 0.0
+    try:
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    return f if math.isfinite(f) else 0.0
+
+
+def _split_name(name: str) -> tuple[str, str, str, int | None, int | None]:
+    parts = name.split(".")
+    cpu = parts[0] if parts else name
+    mode = parts[1] if len(parts) > 1 else "?"
+    direction = parts[2] if len(parts) > 2 else "?"
+    kb = as_int(parts[3]) if len(parts) > 3 else None
+    ln = as_int(parts[4]) if len(parts) > 4 else None
+    return cpu, mode, direction, kb, ln
+
+
+def cell_of_name(name: str) -> Cell:
+    """The cell a name ``cpu.mode.direction.key_bits.length`` names (a part
+    that is missing or not a number: ``?`` / None)."""
+    cpu, mode, direction, kb, ln = _split_name(name)
+    return Cell(cpu, mode, direction, kb, ln)  # type: ignore[arg-type]
+
+
+def outcome_from_json(d: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`~sdematrix.verdict.cell.Outcome` fields of `d` (as
+    :func:`outcome_to_json` wrote it), ``cell`` included, and ``name``: the
+    cell's name as the file gives it."""
+    name = str(d.get("cell") or "")
+    cpu, mode, direction, kb, ln = _split_name(name)
+    cpu = str(d.get("cpu") or cpu)
+    mode = str(d.get("mode") or mode)
+    direction = str(d.get("direction") or direction)
+    if not name:
+        name = f"{cpu}.{mode}.{direction}.{d.get('key_bits')}.{d.get('length')}"
+    status = str(d.get("status") or "error")
+    reasons = d.get("reasons") or []
+    texts = [str(r) for r in reasons] if isinstance(reasons, list) else [str(reasons)]
+    kinds = d.get("reason_kinds")
+    cell = Cell(cpu, mode, direction, as_int(d.get("key_bits", kb)),  # type: ignore[arg-type]
+                as_int(d.get("length", ln)))  # type: ignore[arg-type]  # fmt: skip
+    return {
+        "name": name,
+        "cell": cell,
+        "status": status,
+        "reasons": reasons_from_json(texts, kinds if isinstance(kinds, list) else None, status),
+        "path": opt_str(d.get("path")),
+        "expected_path": opt_str(d.get("expected_path")),
+        "backend": opt_str(d.get("backend")),
+        "backend_version": opt_str(d.get("backend_version")),
+        "duration_s": as_float(d.get("duration_s")),
+        "digest": opt_str(d.get("digest")),
+        "expected_digest": opt_str(d.get("expected_digest")),
+        "output_tail": str(d.get("output_tail") or ""),
+    }

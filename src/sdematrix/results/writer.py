@@ -1,0 +1,251 @@
+"""Write a run's results directory while its cells run (format: :mod:`sdematrix.results.junit`).
+
+:class:`ResultsWriter` is handed each cell as it finishes (from the runner's
+main thread) and:
+
+* writes ``cells/<cell>.json`` and ``mix/<cell>.mix.json`` at once, each to a
+  temporary name renamed into place (a reader never sees half a file);
+* serialises the cell's JUnit ``<testcase>`` once and keeps it
+  (:class:`~sdematrix.results.junit.JUnitDoc`);
+* rewrites ``results.json`` and the JUnit file, again by rename, at most every
+  `flush_interval` seconds and once more at the end -- so a run stopped at
+  any moment (a signal, a crash, a full disk) leaves well-formed files for
+  the cells that had finished, and the last cell costs one small flush, not
+  a pass over every cell;
+* keeps the backend's scratch files (``work/<cell>.*``: SDE's raw mix, the
+  tracer's trace) only for cells that did not pass, unless `keep_work`: a
+  passing cell's verdict and normalised mix are all the report and ``diff``
+  read;
+* stores a passing cell's mix with only its :data:`KEEP_FUNCTIONS` busiest
+  functions (the report shows the top ten; the overall, per-image and
+  per-thread counts are complete); ``meta.functions_executed`` and
+  ``meta.functions_omitted`` say how many there were.  A failing cell's mix
+  is stored whole.
+
+The JUnit file is written once, at its one path (``--junit`` or
+``<out>/junit.xml``); when ``--junit`` names another place, ``<out>/junit.xml``
+is a hard link to it (a copy only across file systems).
+
+While the run is in progress ``results.json`` says ``"in_progress": true``
+and lists the cells not finished yet under ``not_run``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from .._version import __version__
+from ..errors import OutputDirError
+from ..evidence.mix import Mix
+from ..pipeline.run import CellRecord, RunReport
+from .junit import (
+    JUnitDoc,
+    atomic_write,
+    host_info,
+    junit_doc,
+    link_file,
+    mix_summary,
+    prepare_out_dir,
+)
+from .outcome_json import SCHEMA
+
+__all__ = ["KEEP_FUNCTIONS", "ResultsWriter", "slim_mix_json"]
+
+KEEP_FUNCTIONS = 24
+
+
+def slim_mix_json(mix: Mix, keep: int = KEEP_FUNCTIONS) -> dict[str, Any]:
+    """``mix.to_json()`` with only the `keep` busiest functions that ran."""
+    d = mix.to_json()
+    funcs = d.get("functions") or []
+    executed = [f for f in funcs if int(f.get("total", 0) or 0) > 0]
+    d["functions"] = executed[:keep]
+    meta = dict(d.get("meta") or {})
+    meta["functions_executed"] = len(executed)
+    meta["functions_omitted"] = len(funcs) - len(d["functions"])
+    d["meta"] = meta
+    return d
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":")) + "\n"
+
+
+class ResultsWriter:
+    def __init__(
+        self,
+        out: Path,
+        report: RunReport,
+        *,
+        junit_path: Path | None = None,
+        keep_work: bool = False,
+        flush_interval: float = 0.5,
+    ) -> None:
+        self.out = out
+        self.report = report
+        self.junit_path = junit_path or out / "junit.xml"
+        self.keep_work = keep_work
+        self.flush_interval = flush_interval
+        self.doc: JUnitDoc = junit_doc(report)
+        self._order = {c.name: i for i, c in enumerate(report.cells)}
+        self._cells: dict[int, dict[str, Any]] = {}
+        self._counts = {s: 0 for s in ("pass", "fail", "error", "skip")}
+        self._host = host_info()
+        self._last_flush = 0.0
+        self._dirty = False
+        self.work = Path(report.workdir) if report.workdir else out / "work"
+
+    # -- phases ----------------------------------------------------------
+    def begin(self) -> None:
+        """The directory, an in-progress results.json and an empty JUnit file."""
+        prepare_out_dir(self.out)
+        self.flush(final=False)
+
+    def add(self, rec: CellRecord) -> None:
+        """One finished cell: its files now, the summaries on the next flush."""
+        name = rec.cell.name
+        mix = rec.result.mix if rec.result else None
+        summary = mix_summary(mix)
+        files: dict[str, str | None] = {"cell": f"cells/{name}.json", "mix": None}
+        bad = rec.outcome.status in ("fail", "error")
+        try:
+            if mix is not None:
+                data = mix.to_json() if bad else slim_mix_json(mix)
+                atomic_write(self.out / "mix" / f"{name}.mix.json", _dumps(data))
+                files["mix"] = f"mix/{name}.mix.json"
+            run = _run_json(rec)
+            if run is not None and not bad and not self.keep_work:
+                removed = self._drop_work(name)
+                if removed:
+                    run["work_removed"] = removed
+                    run["artifacts"] = {
+                        k: v for k, v in run["artifacts"].items() if not _in(v, self.work)
+                    }
+            atomic_write(
+                self.out / "cells" / f"{name}.json",
+                _dumps({
+                    "outcome": rec.outcome.to_json(),
+                    "probe": rec.result.probe if rec.result else None,
+                    "run": run,
+                    "mix_summary": summary,
+                }),
+            )  # fmt: skip
+        except OSError as e:
+            raise OutputDirError(
+                f"cannot write results under {self.out}: {e.strerror or e}"
+            ) from None
+        i = self._order.get(name, len(self._order))
+        self._cells[i] = {**rec.outcome.to_json(), "mix_summary": summary, "files": files}
+        self._counts[rec.outcome.status] = self._counts.get(rec.outcome.status, 0) + 1
+        self.doc.add(rec, i)
+        self._dirty = True
+        self.maybe_flush()
+
+    def maybe_flush(self) -> None:
+        if self._dirty and time.monotonic() - self._last_flush >= self.flush_interval:
+            self.flush(final=False)
+
+    def finish(self) -> None:
+        """The final results.json and JUnit file (the report's end state)."""
+        self.flush(final=True)
+
+    # -- writing ---------------------------------------------------------
+    def _drop_work(self, name: str) -> int:
+        n = 0
+        if not self.work.is_dir():
+            return 0
+        for p in self.work.glob(f"{name}.*"):
+            with contextlib.suppress(OSError):
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+                n += 1
+        return n
+
+    def results_json(self, *, final: bool) -> dict[str, Any]:
+        r = self.report
+        models = {
+            cpu: {
+                "title": r.matrix.models[cpu].title if cpu in r.matrix.models else cpu,
+                **r.model_backends.get(cpu, {"backend": None, "skip_reason": None}),
+            }
+            for cpu in dict.fromkeys(c.cpu for c in r.cells)
+        }
+        done = {c["cell"] for c in self._cells.values()}
+        not_run = [c.name for c in r.cells if c.name not in done]
+        return {
+            "schema": SCHEMA,
+            "tool": {"name": "sdematrix", "version": __version__},
+            "matrix": str(r.matrix.source),
+            "seed": r.seed,
+            "jobs": r.jobs,
+            "timeout_s": r.timeout_s,
+            "started_at": r.started_at,
+            "finished_at": r.finished_at if final else None,
+            "duration_s": round(r.duration_s, 3),
+            "interrupted": r.interrupted if final else False,
+            "in_progress": not final,
+            "host": self._host,
+            "backend_requested": r.backend_requested,
+            "backends": r.backends,
+            "models": models,
+            "counts": {**self._counts, "not_run": len(not_run)},
+            "cells": [self._cells[i] for i in sorted(self._cells)],
+            "not_run": not_run,
+        }
+
+    def flush(self, *, final: bool) -> None:
+        try:
+            # JUnit first: results.json is what says the run is complete
+            atomic_write(self.junit_path, self.doc.text())
+            # every time: <out>/junit.xml is never an older run's
+            link_file(self.junit_path, self.out / "junit.xml")
+            atomic_write(self.out / "results.json", _dumps(self.results_json(final=final)))
+        except OSError as e:
+            raise OutputDirError(
+                f"cannot write results under {self.out}: {e.strerror or e}"
+            ) from None
+        self._last_flush = time.monotonic()
+        self._dirty = False
+
+
+def _in(value: Any, root: Path) -> bool:
+    try:
+        return Path(str(value)).resolve().is_relative_to(root.resolve())
+    except (OSError, ValueError):
+        return False
+
+
+def _run_json(rec: CellRecord) -> dict[str, Any] | None:
+    r = rec.result
+    if r is None:
+        return None
+    return {
+        "backend": r.backend,
+        "status": r.status,
+        "exit_code": r.exit_code,
+        "reason": r.reason,
+        "duration_s": round(r.duration_s, 6),
+        "backend_version": r.backend_version,
+        "violations": [
+            {
+                "reason": v.reason,
+                "address": v.address,
+                "function": v.function,
+                "image": v.image,
+                "mnemonic": v.mnemonic,
+                "bytes_hex": v.bytes_hex,
+            }
+            for v in r.violations
+        ],
+        "artifacts": dict(r.artifacts),
+        "stdout_tail": r.stdout_tail,
+        "stderr_tail": r.stderr_tail,
+        "probe_argv": list(rec.probe_argv),
+    }

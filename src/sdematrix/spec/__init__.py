@@ -1,0 +1,1 @@
+"""What the user's files say: the matrix file, CPU models, exec expectations, their schemas."""

@@ -1,0 +1,1 @@
+"""Judging: the outcome of one cell of ``sdematrix run`` and of one model of ``exec``."""
