@@ -41,8 +41,8 @@ from ..evidence.mix import Mix, MixCounts, Selector, format_form
 from ..inputs import load_yaml
 from ..verdict.reasons import Kind, Reason
 from . import isa_names
-from .matrix_file import _find, _leaf_errors, _line, _locate_schema_error
 from .models import CpuModel, Matrix
+from .yaml_locate import find_node, leaf_errors, locate_schema_error, node_line
 
 __all__ = ["Expectation", "applied", "judge_expectations", "load_expectations"]
 
@@ -135,8 +135,8 @@ def load_expectations(path: str | Path, matrix: Matrix | None = None) -> list[Ex
     root, data = load_yaml(source, what="the expectations file", error=MatrixFileError)
     errors = []
     for err in jsonschema.Draft202012Validator(_schema()).iter_errors(data):
-        for leaf in _leaf_errors(err):
-            line, where, msg = _locate_schema_error(leaf, root)
+        for leaf in leaf_errors(err):
+            line, where, msg = locate_schema_error(leaf, root)
             errors.append((int(leaf.validator == "required"), line, where, msg))
     if errors:
         _rank, line, where, msg = min(errors)
@@ -144,15 +144,15 @@ def load_expectations(path: str | Path, matrix: Matrix | None = None) -> list[Ex
     out: list[Expectation] = []
     for i, e in enumerate(data["expectations"]):
         if not e.get("require") and not e.get("forbid"):
-            line = _line(_find(root, ["expectations", i]))
+            line = node_line(find_node(root, ["expectations", i]))
             raise MatrixFileError(f"{source}:{line}: expectations[{i}]: needs require or forbid")
         for where, msg in _name_errors(e, matrix):
-            line = _line(_find(root, ["expectations", i, *where]))
+            line = node_line(find_node(root, ["expectations", i, *where]))
             raise MatrixFileError(f"{source}:{line}: expectations[{i}].{msg}")
         scope = e.get("scope", {})
         out.append(
             Expectation(
-                name=e.get("name") or f"expectations[{i}] (line {_line(_find(root, ['expectations', i]))})",
+                name=e.get("name") or f"expectations[{i}] (line {node_line(find_node(root, ['expectations', i]))})",
                 models=tuple(e.get("models", ())),
                 has=tuple(e.get("has", ())),
                 lacks=tuple(e.get("lacks", ())),

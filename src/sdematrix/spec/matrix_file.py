@@ -21,7 +21,6 @@ is a single line ``FILE:LINE: what is wrong``.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
@@ -36,82 +35,24 @@ from ..errors import MatrixFileError, UnknownCpuError
 from ..evidence.mix import Selector
 from ..inputs import load_yaml, parse_yaml
 from .models import DIRECTIONS, MODES, CpuidLeaf, CpuModel, Matrix, PathSignature, Workload
+from .yaml_locate import (
+    Located,
+    fail,
+    find_node,
+    leaf_errors,
+    locate_schema_error,
+    node_line,
+)
 
 #: Paths that execute VAES instructions (never allowed for CFB8 / CFB1).
 VAES_PATHS = frozenset({"vaes_avx2", "avx10_256", "avx512"})
 #: Every (mode, direction) cell key, as written in the file: "gcm.encrypt".
 CELL_KEYS = tuple(f"{m}.{d}" for m in MODES for d in DIRECTIONS)
 
-_MAX_MSG = 300
 _BRAND_LEAVES = (0x80000002, 0x80000003, 0x80000004)
 
 
-# ---------------------------------------------------------------- errors --
-
-
-class _Located(Exception):
-    """A semantic problem plus the YAML path (keys / indices) it is about."""
-
-    def __init__(self, path: Sequence[str | int], message: str, *, key: bool = False) -> None:
-        super().__init__(message)
-        self.path = tuple(path)
-        self.message = message
-        self.key = key  # point at the key itself rather than its value
-
-
-def _one_line(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _MAX_MSG else text[: _MAX_MSG - 3] + "..."
-
-
-def _fail(source: Path, line: int | None, message: str) -> MatrixFileError:
-    where = f"{source}:{line}" if line is not None else str(source)
-    return MatrixFileError(f"{where}: {_one_line(message)}")
-
-
-# ------------------------------------------------------------ node tree --
-
-
-def _line(node: yaml.Node) -> int:
-    return node.start_mark.line + 1
-
-
-def _mapping_items(node: yaml.MappingNode) -> Iterator[tuple[yaml.Node, yaml.Node]]:
-    """Key/value node pairs, following YAML merge keys (``<<: *anchor``)."""
-    for k, v in node.value:
-        if isinstance(k, yaml.ScalarNode) and k.tag == "tag:yaml.org,2002:merge":
-            merged = v.value if isinstance(v, yaml.SequenceNode) else [v]
-            for m in merged:
-                if isinstance(m, yaml.MappingNode):
-                    yield from _mapping_items(m)
-        else:
-            yield k, v
-
-
-def _find(root: yaml.Node, path: Sequence[str | int], *, key: bool = False) -> yaml.Node:
-    """The node at `path` (or the deepest ancestor that exists).  With `key`,
-    the last step returns the key node instead of its value."""
-    node = root
-    for i, step in enumerate(path):
-        nxt: yaml.Node | None = None
-        if isinstance(node, yaml.MappingNode):
-            for k, v in _mapping_items(node):
-                if isinstance(k, yaml.ScalarNode) and k.value == str(step):
-                    nxt = k if (key and i == len(path) - 1) else v
-                    break
-        elif (
-            isinstance(node, yaml.SequenceNode)
-            and isinstance(step, int)
-            and 0 <= step < len(node.value)
-        ):
-            nxt = node.value[step]
-        if nxt is None:
-            return node
-        node = nxt
-    return node
-
-
-def _parse(text: str, source: Path) -> tuple[yaml.Node, Any]:
+def parse_matrix_yaml(text: str, source: Path) -> tuple[yaml.Node, Any]:
     """(root node, data): YAML syntax, control characters, depth, aliases,
     duplicate and non-string keys, each one line (see :mod:`sdematrix.inputs`)."""
     return parse_yaml(text, source, MatrixFileError)
@@ -128,76 +69,19 @@ def schema() -> dict[str, Any]:
     return loaded
 
 
-def _dotted(path: Iterable[str | int]) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{_show(p)}" if out else _show(p))
-    return out or "(top level)"
-
-
-def _leaf_errors(err: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
-    """For oneOf/anyOf failures, the sub-errors that went deepest."""
-    if err.context:
-        best = jsonschema.exceptions.best_match(err.context)
-        if best is not None and len(best.absolute_path) > len(err.absolute_path):
-            return _leaf_errors(best)
-    return [err]
-
-
-def _show(text: object) -> str:
-    """A value as the error line may show it: printable text as is, anything
-    else escaped (a title's escape character never reaches the terminal)."""
-    t = str(text)
-    return t if t.isprintable() else ascii(t)[1:-1]
-
-
-def _control_message(err: jsonschema.ValidationError) -> str | None:
-    """The message for a `noControl` violation (jsonschema's would be
-    "... should not be valid under {...}")."""
-    if err.validator != "not" or not isinstance(err.instance, str):
-        return None
-    bad = next((c for c in err.instance if not c.isprintable() or c in "\r\n\t"), None)
-    if bad is None:
-        return None
-    return (f"'{_show(err.instance)}' contains control character U+{ord(bad):04X} "
-            "(names, titles and keys are printable text)")  # fmt: skip
-
-
-def _locate_schema_error(err: jsonschema.ValidationError, root: yaml.Node) -> tuple[int, str, str]:
-    path = list(err.absolute_path)
-    message = _control_message(err) or err.message
-    if "propertyNames" in err.schema_path and isinstance(err.instance, str):
-        node = _find(root, [*path, err.instance], key=True)
-        return _line(node), _dotted(path), f"key '{_show(err.instance)}' is not allowed: {message}"
-    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = set(err.schema.get("properties", {}))
-        patterns = list(err.schema.get("patternProperties", {}))
-        extra = [
-            k
-            for k in err.instance
-            if k not in allowed and not any(re.search(p, str(k)) for p in patterns)
-        ]
-        if extra:
-            node = _find(root, [*path, extra[0]], key=True)
-            hint = f" (allowed: {', '.join(sorted(allowed))})" if allowed else ""
-            return _line(node), _dotted(path), f"unknown key '{_show(extra[0])}'{hint}"
-    node = _find(root, path)
-    return _line(node), _dotted(path), message
-
-
 def _validate_schema(data: Any, root: yaml.Node, source: Path) -> None:
     validator = jsonschema.Draft202012Validator(schema())
     # (missing-key rank, line, where, message): an unknown key is reported in
     # preference to the "required" error a misspelt key also causes.
     located: list[tuple[int, int, str, str]] = []
     for err in validator.iter_errors(data):
-        for leaf in _leaf_errors(err):
-            line, where, msg = _locate_schema_error(leaf, root)
+        for leaf in leaf_errors(err):
+            line, where, msg = locate_schema_error(leaf, root)
             located.append((int(leaf.validator == "required"), line, where, msg))
     if located:
         _rank, line, where, msg = min(located)
         more = f" (+{len(located) - 1} more)" if len(located) > 1 else ""
-        raise _fail(source, line, f"schema: {where}: {msg}{more}")
+        raise fail(source, line, f"schema: {where}: {msg}{more}")
 
 
 # -------------------------------------------------------------- semantics --
@@ -263,14 +147,14 @@ def _xsave_standard_size(leaves: Mapping[tuple[int, int], CpuidLeaf], mask: int)
     return end
 
 
-def _build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
+def build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
     base: tuple[str, ...] = ("models", name)
     cpuid_raw = raw["cpuid"]
     leaves: dict[tuple[int, int], CpuidLeaf] = {}
     for i, lr in enumerate(cpuid_raw["leaves"]):
         key = (int(lr["leaf"]), int(lr.get("sub", 0)))
         if key in leaves:
-            raise _Located(
+            raise Located(
                 (*base, "cpuid", "leaves", i),
                 f"model '{name}': CPUID leaf 0x{key[0]:x} sub-leaf {key[1]} given twice",
             )
@@ -280,10 +164,10 @@ def _build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
     brand = cpuid_raw.get("brand")
     if brand is not None:
         if not brand.isascii():
-            raise _Located((*base, "cpuid", "brand"), f"model '{name}': brand must be ASCII")
+            raise Located((*base, "cpuid", "brand"), f"model '{name}': brand must be ASCII")
         for bl in _brand_leaves(brand):
             if (bl.leaf, 0) in leaves:
-                raise _Located(
+                raise Located(
                     (*base, "cpuid", "brand"),
                     f"model '{name}': brand and an explicit leaf 0x{bl.leaf:x} both given",
                 )
@@ -295,20 +179,20 @@ def _build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
     # Leaf 0: vendor string and the highest basic leaf; 0x80000000: highest extended leaf.
     l0 = leaves.get((0, 0))
     if l0 is None:
-        raise _Located(where("cpuid", "leaves"), f"model '{name}': CPUID leaf 0 is missing")
+        raise Located(where("cpuid", "leaves"), f"model '{name}': CPUID leaf 0 is missing")
     vendor = b"".join(r.to_bytes(4, "little") for r in (l0.ebx, l0.edx, l0.ecx)).decode("latin-1")
     if vendor != raw["vendor"]:
-        raise _Located(
+        raise Located(
             where("vendor"),
             f"model '{name}': leaf 0 spells vendor '{vendor}', not '{raw['vendor']}'",
         )
     if (1, 0) not in leaves:
-        raise _Located(where("cpuid", "leaves"), f"model '{name}': CPUID leaf 1 is missing")
+        raise Located(where("cpuid", "leaves"), f"model '{name}': CPUID leaf 1 is missing")
     ext_max = leaves[(0x80000000, 0)].eax if (0x80000000, 0) in leaves else 0
     for lf, _sub in sorted(leaves):
         top = ext_max if lf >= 0x80000000 else l0.eax
         if lf > top and lf != 0x80000000:
-            raise _Located(
+            raise Located(
                 where("cpuid", "leaves"),
                 f"model '{name}': leaf 0x{lf:x} is above the maximum leaf 0x{top:x} "
                 "the profile declares",
@@ -318,30 +202,30 @@ def _build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
     xcr0 = int(raw["xcr0"])
     osxsave = _bit(leaves, 1, 0, "ecx", 27)
     if osxsave != (xcr0 != 0):
-        raise _Located(
+        raise Located(
             where("xcr0"),
             f"model '{name}': xcr0 0x{xcr0:x} disagrees with CPUID.1:ECX.OSXSAVE={int(osxsave)}",
         )
     if xcr0:
         if xcr0 & 3 != 3:
-            raise _Located(
+            raise Located(
                 where("xcr0"), f"model '{name}': xcr0 must enable x87 and SSE state (bits 0, 1)"
             )
         d0 = leaves.get((0xD, 0))
         if d0 is None:
-            raise _Located(
+            raise Located(
                 where("cpuid", "leaves"), f"model '{name}': XSAVE enabled but leaf 0xD.0 is missing"
             )
         supported = d0.eax | (d0.edx << 32)
         if xcr0 & ~supported:
-            raise _Located(
+            raise Located(
                 where("xcr0"),
                 f"model '{name}': xcr0 0x{xcr0:x} enables state 0x{xcr0 & ~supported:x} "
                 f"that CPUID.0xD.0 (0x{supported:x}) does not support",
             )
         want = _xsave_standard_size(leaves, xcr0)
         if d0.ebx != want:
-            raise _Located(
+            raise Located(
                 where("cpuid", "leaves"),
                 f"model '{name}': CPUID.0xD.0:EBX is {d0.ebx} but the enabled components "
                 f"of xcr0 0x{xcr0:x} end at byte {want}",
@@ -353,12 +237,12 @@ def _build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
     l71 = leaves.get((7, 1))
     l70 = leaves.get((7, 0))
     if l71 is not None and (l71.eax or l71.edx) and (l70 is None or l70.eax < 1):
-        raise _Located(where("cpuid", "leaves"), f"model '{name}': leaf 7.1 is set but 7.0:EAX < 1")
+        raise Located(where("cpuid", "leaves"), f"model '{name}': leaf 7.1 is set but 7.0:EAX < 1")
     # A profile whose max basic leaf reaches 0x24 must give it; one whose max
     # leaf stops below 0x24 (a hypervisor's `level=` cap) is a legal trap: the
     # AVX10 bit is set but its vector lengths are unreadable.
     if avx10 and l0.eax >= 0x24 and (0x24, 0) not in leaves:
-        raise _Located(
+        raise Located(
             where("cpuid", "leaves"), f"model '{name}': AVX10 enumerated but leaf 0x24 is missing"
         )
 
@@ -368,7 +252,7 @@ def _build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
     if known is not None:
         unknown = sorted(isa - known)
         if unknown:
-            raise _Located(
+            raise Located(
                 where("isa"),
                 f"model '{name}': not iced-x86 CpuidFeature names: {', '.join(unknown)}",
             )
@@ -377,7 +261,7 @@ def _build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
         implied = avx10 and feat.startswith("AVX512")  # AVX10 implies them at its widths
         if (feat in isa) != (has or implied):
             state = "lists" if feat in isa else "lacks"
-            raise _Located(
+            raise Located(
                 where("isa"),
                 f"model '{name}': isa {state} {feat} but CPUID says {'yes' if has else 'no'}",
             )
@@ -390,7 +274,7 @@ def _build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
     else:
         widest = 128
     if int(raw["max_vector_bits"]) != widest:
-        raise _Located(
+        raise Located(
             where("max_vector_bits"),
             f"model '{name}': max_vector_bits {raw['max_vector_bits']} "
             f"but its CPUID implies {widest}",
@@ -430,19 +314,19 @@ def _build_expected(
     for cls, cells in classes.items():
         for i, cell in enumerate(cells):
             if cell in owner:
-                raise _Located(
+                raise Located(
                     ("expected", "classes", cls, i),
                     f"cell '{cell}' is in class '{owner[cell]}' and in class '{cls}'",
                 )
             owner[cell] = cls
     missing = [c for c in CELL_KEYS if c not in owner]
     if missing:
-        raise _Located(("expected", "classes"), f"no class holds cell(s) {', '.join(missing)}")
+        raise Located(("expected", "classes"), f"no class holds cell(s) {', '.join(missing)}")
 
     per_model: Mapping[str, Mapping[str, str]] = raw["models"]
     for cpu in per_model:
         if cpu not in models:
-            raise _Located(
+            raise Located(
                 ("expected", "models", cpu),
                 f"expectations for undeclared model '{cpu}' (declared: {', '.join(models)})",
                 key=True,
@@ -450,20 +334,20 @@ def _build_expected(
     expected: dict[tuple[str, str, str], str] = {}
     for cpu in models:
         if cpu not in per_model:
-            raise _Located(
+            raise Located(
                 ("models", cpu), f"model '{cpu}' has no entry under expected.models", key=True
             )
         entry = per_model[cpu]
         for cls in entry:
             if cls not in classes:
-                raise _Located(
+                raise Located(
                     ("expected", "models", cpu, cls),
                     f"model '{cpu}': unknown class '{cls}' (classes: {', '.join(classes)})",
                     key=True,
                 )
         for cls, cells in classes.items():
             if cls not in entry:
-                raise _Located(
+                raise Located(
                     ("expected", "models", cpu), f"model '{cpu}' names no path for class '{cls}'"
                 )
             for cell in cells:
@@ -473,7 +357,7 @@ def _build_expected(
     for key, path in (raw.get("overrides") or {}).items():
         cpu, mode, direction = key.split(".")
         if cpu not in models:
-            raise _Located(
+            raise Located(
                 ("expected", "overrides", key), f"override for undeclared model '{cpu}'", key=True
             )
         expected[(cpu, mode, direction)] = path
@@ -487,7 +371,7 @@ def _build_expected(
             else ("expected", "models", cpu, owner[cell])
         )
         if path not in signatures:
-            raise _Located(loc, f"{cpu} {cell} expects path '{path}' which has no signature")
+            raise Located(loc, f"{cpu} {cell} expects path '{path}' which has no signature")
         # An expectation the dispatch rule cannot meet (e.g. a VAES path for
         # CFB8) is not a malformed file: the run reports it, exit 1, naming the
         # cell, the expected and actual path and the instructions seen.
@@ -495,7 +379,7 @@ def _build_expected(
 
 
 def _build(data: Mapping[str, Any], source: Path) -> Matrix:
-    models = {name: _build_model(name, raw) for name, raw in data["models"].items()}
+    models = {name: build_model(name, raw) for name, raw in data["models"].items()}
     signatures = _build_signatures(data["signatures"])
     expected = _build_expected(data["expected"], models, signatures)
     workloads = {
@@ -525,12 +409,12 @@ def load_matrix(path: str | Path) -> Matrix:
     source = Path(path)
     root, data = load_yaml(source, what="the matrix file", error=MatrixFileError)
     if not isinstance(data, dict):
-        raise _fail(source, _line(root), "the top level must be a mapping")
+        raise fail(source, node_line(root), "the top level must be a mapping")
     _validate_schema(data, root, source)
     try:
         return _build(data, source)
-    except _Located as e:
-        raise _fail(source, _line(_find(root, e.path, key=e.key)), e.message) from None
+    except Located as e:
+        raise fail(source, node_line(find_node(root, e.path, key=e.key)), e.message) from None
 
 
 def required_selectors(sig: PathSignature, mode: str, direction: str) -> tuple[Selector, ...]:

@@ -24,19 +24,9 @@ from typing import Any
 import jsonschema
 
 from ..errors import MatrixFileError
-from .matrix_file import (
-    _build_model,
-    _fail,
-    _find,
-    _leaf_errors,
-    _line,
-    _locate_schema_error,
-    _Located,
-    _parse,
-    load_matrix,
-    schema,
-)
+from .matrix_file import build_model, load_matrix, parse_matrix_yaml, schema
 from .models import Matrix
+from .yaml_locate import Located, fail, find_node, leaf_errors, locate_schema_error, node_line
 
 __all__ = ["load_models_matrix"]
 
@@ -63,23 +53,23 @@ def load_models_matrix(path: str | Path) -> Matrix:
         text = source.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise MatrixFileError(f"{source}: cannot read the models file: {e}") from None
-    root, data = _parse(text, source)
+    root, data = parse_matrix_yaml(text, source)
     if not isinstance(data, dict):
-        raise _fail(source, _line(root), "the top level must be a mapping with a `models:` key")
+        raise fail(source, node_line(root), "the top level must be a mapping with a `models:` key")
     located = []
     for err in jsonschema.Draft202012Validator(_models_schema()).iter_errors(data):
-        for leaf in _leaf_errors(err):
-            line, where, msg = _locate_schema_error(leaf, root)
+        for leaf in leaf_errors(err):
+            line, where, msg = locate_schema_error(leaf, root)
             located.append((int(leaf.validator == "required"), line, where, msg))
     if located:
         _rank, line, where, msg = min(located)
-        raise _fail(source, line, f"schema: {where}: {msg}")
+        raise fail(source, line, f"schema: {where}: {msg}")
     models = {}
     for name, raw in data["models"].items():
         try:
-            models[name] = _build_model(name, raw)
-        except _Located as e:
-            raise _fail(source, _line(_find(root, e.path, key=e.key)), e.message) from None
+            models[name] = build_model(name, raw)
+        except Located as e:
+            raise fail(source, node_line(find_node(root, e.path, key=e.key)), e.message) from None
     shipped = Path(str(resources.files("sdematrix").joinpath("sde_matrix.yaml")))
     base = load_matrix(shipped)
     return dataclasses.replace(base, source=source, models=models)
