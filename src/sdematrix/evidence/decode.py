@@ -23,6 +23,8 @@ from ..spec.models import CpuModel
 
 __all__ = [
     "BASELINE_FEATURES",
+    "ENCODING_NAMES",
+    "FEATURE_NAMES",
     "HINT_NOP_CODES",
     "LEGACY_FORMS",
     "Insn",
@@ -31,6 +33,7 @@ __all__ = [
     "chip_check",
     "decode",
     "decode_many",
+    "isa_groups",
     "legacy_form",
     "width_bits",
 ]
@@ -221,13 +224,13 @@ def _enum_names(module: object) -> dict[int, str]:
     return {v: k for k, v in vars(module).items() if k.isupper() and isinstance(v, int)}
 
 
-_FEATURE_NAMES = _enum_names(iced.CpuidFeature)
+FEATURE_NAMES = _enum_names(iced.CpuidFeature)
 _MNEMONIC_NAMES = {
     v: k.upper()
     for k, v in vars(iced.Mnemonic).items()
     if not k.startswith("_") and isinstance(v, int)
 }
-_ENCODINGS = {
+ENCODING_NAMES = {
     iced.EncodingKind.LEGACY: "legacy",
     iced.EncodingKind.VEX: "vex",
     iced.EncodingKind.EVEX: "evex",
@@ -365,7 +368,7 @@ def _width(ins: iced.Instruction, encoding: str) -> str:
 _LONGMODE_ONLY = frozenset({"CDQE", "CQO", "MOVSXD", "CMPXCHG16B", "SWAPGS", "SYSCALL", "SYSRET"})
 
 
-def _groups(
+def isa_groups(
     features: tuple[str, ...], encoding: str, width: str, mnemonic: str = ""
 ) -> tuple[str, str]:
     """XED-style (isa_set, isa_ext) from iced features, encoding and width."""
@@ -420,7 +423,7 @@ def _groups(
 
 
 def _from_iced(ins: iced.Instruction) -> Insn:
-    encoding = _ENCODINGS.get(ins.encoding, "other")
+    encoding = ENCODING_NAMES.get(ins.encoding, "other")
     if ins.is_invalid:
         return Insn(
             address=ins.ip,
@@ -433,10 +436,10 @@ def _from_iced(ins: iced.Instruction) -> Insn:
             features=(),
             text="(bad)",
         )
-    features = tuple(_FEATURE_NAMES.get(f, str(f)) for f in ins.cpuid_features())
+    features = tuple(FEATURE_NAMES.get(f, str(f)) for f in ins.cpuid_features())
     width = _width(ins, encoding)
     mnemonic = _MNEMONIC_NAMES.get(ins.mnemonic, str(ins.mnemonic))
-    isa_set, isa_ext = _groups(features, encoding, width, mnemonic)
+    isa_set, isa_ext = isa_groups(features, encoding, width, mnemonic)
     return Insn(
         address=ins.ip,
         length=ins.len,

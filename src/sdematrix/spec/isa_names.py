@@ -3,10 +3,10 @@
 * Features (``has:`` / ``lacks:``): iced-x86 ``CpuidFeature`` names, the
   vocabulary of ``CpuModel.isa``.
 * ISA sets and ISA extensions (selectors ``isa_set`` / ``isa_ext``): the
-  XED-style group names :func:`sdematrix.evidence.decode._groups` derives.  They are
+  XED-style group names :func:`sdematrix.evidence.decode.isa_groups` derives.  They are
   enumerated here the same way a mix gets them: every iced ``Code``'s CPUID
   features and encoding, at each vector width its encoding allows, through
-  the same ``_groups`` -- so a name is in the vocabulary exactly when some
+  the same ``isa_groups`` -- so a name is in the vocabulary exactly when some
   instruction can produce it (plus ``LONGMODE``, which depends on the
   mnemonic, ``AVX2GATHER``, and ``INVALID``/``OTHER``).
 * Mnemonics (iced ``Mnemonic``, upper case), encodings and widths.
@@ -27,12 +27,12 @@ from functools import cache
 import iced_x86 as iced
 
 from ..evidence.decode import (
-    _ENCODINGS,
-    _FEATURE_NAMES,
     BASELINE_FEATURES,
+    ENCODING_NAMES,
+    FEATURE_NAMES,
     Insn,
-    _groups,
     chip_check,
+    isa_groups,
 )
 from .models import CpuModel
 
@@ -89,7 +89,7 @@ def effective_features(model: CpuModel) -> frozenset[str]:
 
 @cache
 def feature_names() -> frozenset[str]:
-    return frozenset(_FEATURE_NAMES.values())
+    return frozenset(FEATURE_NAMES.values())
 
 
 @cache
@@ -119,9 +119,9 @@ def _forms() -> tuple[_Form, ...]:
             ins = iced.Instruction.create(code)
         except (ValueError, TypeError):
             continue
-        feats = tuple(_FEATURE_NAMES.get(f, str(f)) for f in ins.cpuid_features())
-        seen.add((feats, _ENCODINGS.get(ins.encoding, "other")))
-    out = [_Form(f, e, w, *_groups(f, e, w)) for f, e in sorted(seen) for w in _ENC_WIDTHS[e]]
+        feats = tuple(FEATURE_NAMES.get(f, str(f)) for f in ins.cpuid_features())
+        seen.add((feats, ENCODING_NAMES.get(ins.encoding, "other")))
+    out = [_Form(f, e, w, *isa_groups(f, e, w)) for f, e in sorted(seen) for w in _ENC_WIDTHS[e]]
     return tuple(out)
 
 
