@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SdeMatrixError
+from ..evidence.dispatcher_features import dispatcher_features, feature_names
 from ..spec.matrix_file import select_cpus
-from ..spec.models import DIRECTIONS, MODES, CpuModel, Matrix
+from ..spec.models import DIRECTIONS, MODES, Matrix
 
 
 @dataclass(frozen=True)
@@ -46,45 +47,10 @@ class ModelFeatures:
     features: tuple[str, ...]
 
 
-def _native() -> tuple[Any, Any]:
-    try:
-        from vaescrypt._native import ffi, lib
-    except ImportError as e:
-        raise SdeMatrixError(
-            f"explain needs the library's dispatcher (vaescrypt._native): {e}; "
-            "build the package first (pip install -e .)"
-        ) from None
-    return ffi, lib
-
-
-def _features(model: CpuModel) -> tuple[Any, Any, Any]:
-    ffi, lib = _native()
-    leaves = ffi.new("vc_cpuid_leaf[]", len(model.cpuid))
-    for i, c in enumerate(model.cpuid):
-        leaves[i].leaf = c.leaf
-        leaves[i].subleaf = c.subleaf
-        leaves[i].eax = c.eax
-        leaves[i].ebx = c.ebx
-        leaves[i].ecx = c.ecx
-        leaves[i].edx = c.edx
-    feats = ffi.new("vc_cpu_features *")
-    lib.vc_features_from_cpuid(feats, leaves, len(model.cpuid), model.xcr0)
-    return ffi, lib, feats
-
-
-def feature_names(ffi: Any, lib: Any, f: Any) -> tuple[str, ...]:
-    """The names of the feature bits set in a vc_cpu_features."""
-    return tuple(
-        ffi.string(lib.vc_feature_name(i)).decode()
-        for i in range(lib.VC_F_COUNT)
-        if (f.bits >> i) & 1
-    )
-
-
 def model_features(matrix: Matrix, cpu: str) -> ModelFeatures:
     """The feature set the dispatcher decodes from `cpu`'s profile."""
     model = matrix.models[select_cpus(matrix, [cpu])[0]]
-    ffi, lib, f = _features(model)
+    ffi, lib, f = dispatcher_features(model)
     names = feature_names(ffi, lib, f)
     return ModelFeatures(
         vendor=ffi.string(f.vendor).decode("latin-1"),
@@ -100,7 +66,7 @@ def model_features(matrix: Matrix, cpu: str) -> ModelFeatures:
 def decisions(matrix: Matrix, cpu: str) -> list[Decision]:
     """Per (mode, direction): the dispatcher's choice, the expectation, the reason."""
     name = select_cpus(matrix, [cpu])[0]
-    ffi, lib, f = _features(matrix.models[name])
+    ffi, lib, f = dispatcher_features(matrix.models[name])
     buf = ffi.new("char[]", 512)
     out: list[Decision] = []
     for mode in MODES:

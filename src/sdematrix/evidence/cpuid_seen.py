@@ -36,9 +36,9 @@ class ProfiledCpu:
 @lru_cache(maxsize=256)
 def profiled(model: CpuModel) -> ProfiledCpu:
     """The dispatcher's view of `model` (raises SdeMatrixError without the library)."""
-    from ..cli.explain import _features, feature_names
+    from .dispatcher_features import dispatcher_features, feature_names
 
-    ffi, lib, f = _features(model)
+    ffi, lib, f = dispatcher_features(model)
     return ProfiledCpu(
         features=frozenset(feature_names(ffi, lib, f)),
         vendor=ffi.string(f.vendor).decode("latin-1"),
