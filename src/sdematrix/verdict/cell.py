@@ -38,7 +38,7 @@ from ..spec.matrix_file import required_selectors
 from ..spec.models import Cell, CpuModel, Matrix
 from .reasons import Kind, Reason
 
-__all__ = ["Outcome", "OutcomeStatus", "Verdict", "judge"]
+__all__ = ["Outcome", "OutcomeStatus", "Verdict", "judge", "one_line"]
 
 OutcomeStatus = Literal["pass", "fail", "error", "skip"]
 
@@ -89,7 +89,7 @@ def _last_output(result: RunResult, n: int = 12) -> str:
     return "\n".join(parts)
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def one_line(text: str, limit: int = 300) -> str:
     s = " ".join(str(text).split())
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
@@ -162,12 +162,12 @@ def judge(
 
     if result.status == "skip":
         out.status = "skip"
-        out.reasons = [Reason(_one_line(result.reason or "skipped"), Kind.CANNOT_RUN)]
+        out.reasons = [Reason(one_line(result.reason or "skipped"), Kind.CANNOT_RUN)]
         return out
     if result.status in ("error", "timeout"):
         out.status = "error"
         default = "timed out" if result.status == "timeout" else "run failed"
-        text = _one_line(result.reason or default)
+        text = one_line(result.reason or default)
         # a cell the user named that no backend can run (the runner says so)
         out.reasons = [Reason(text, Kind.CANNOT_RUN if result.cannot_run else Kind.BACKEND_ERROR)]
         out.output_tail = _last_output(result)
@@ -201,7 +201,7 @@ def judge(
         if status != "ok":
             msg = probe.get("message")
             reasons.append(Reason(
-                f"probe status {status!r}" + (f": {_one_line(str(msg), 200)}" if msg else ""),
+                f"probe status {status!r}" + (f": {one_line(str(msg), 200)}" if msg else ""),
                 Kind.ANSWER,
             ))
         if out.path != expected:
@@ -263,7 +263,7 @@ def judge(
 
     for v in result.violations:
         reasons.append(
-            Reason(f"chip check ({model.name}): {_one_line(v.describe(), 300)}", Kind.CHIP)
+            Reason(f"chip check ({model.name}): {one_line(v.describe(), 300)}", Kind.CHIP)
         )
 
     digest_checked = result.probe is not None and probe.get("status") == "ok"

@@ -44,7 +44,7 @@ from ..results.junit import (
 )
 from ..spec.exec_expect import Expectation, judge_expectations
 from ..spec.models import CpuModel
-from .cell import Verdict, _one_line
+from .cell import Verdict, one_line
 from .reasons import Kind, Reason, kinds_of
 
 EXEC_TOOL = "sdematrix exec"
@@ -93,7 +93,7 @@ def judge_exec(
     out = ExecOutcome(model=model.name, status="pass", result=res)
     broken = None
     if res.error:
-        broken = Reason(_one_line(res.error), Kind.BACKEND_ERROR)
+        broken = Reason(one_line(res.error), Kind.BACKEND_ERROR)
     elif res.meta.get("truncated"):
         broken = Reason("a stepped region exceeded the step limit", Kind.BACKEND_ERROR)
     elif res.region != "whole" and res.meta.get("regions", 0) == 0:
@@ -112,7 +112,7 @@ def judge_exec(
         run_reasons.append(Reason(f"program exit status {code}" + (" (signal)" if code > 128 else ""),
                                   Kind.EXIT))  # fmt: skip
     for v in res.violations:
-        run_reasons.append(Reason(f"chip check ({model.name}): {_one_line(v.describe())}", Kind.CHIP))
+        run_reasons.append(Reason(f"chip check ({model.name}): {one_line(v.describe())}", Kind.CHIP))
     out.checks = [Check(RUN_CHECK, "fail" if run_reasons else "pass", run_reasons)]
     reasons = list(run_reasons)
     for e in applicable:
