@@ -65,10 +65,10 @@ def test_whole_check_matches_shared_checked_mix() -> None:
     """exec's fast whole-run check gives exactly the mix and violations of
     mix_build.checked_mix (the code `sdematrix run` uses) on libc's code
     under a model without AVX (so libc's AVX2/EVEX variants violate)."""
-    from sdematrix.cli.main import _load
     from sdematrix.evidence.exec_check import whole_checked_mix
     from sdematrix.evidence.mix_build import Executed, checked_mix
     from sdematrix.evidence.symbols import Symbolizer
+    from sdematrix.spec.matrix_arg import load_matrix_arg
 
     libc = os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6")
     data = Path(libc).read_bytes()
@@ -76,7 +76,7 @@ def test_whole_check_matches_shared_checked_mix() -> None:
     sym = Symbolizer(f"{base:x}-{base + len(data) + 4096:x} r-xp 00000000 08:01 1 {libc}\n")
     starts = instruction_starts(libc)[::25]
     items = [(0, base + o, data[o : o + 15], 1 + o % 3) for o in starts]
-    model = _load(None).models["nhm"]
+    model = load_matrix_arg(None).models["nhm"]
     fast, fv = whole_checked_mix("ptrace", items, lambda _s: sym.locate, model)
     ref, rv = checked_mix("ptrace", [Executed(a, c, n, sym.locate) for _s, a, c, n in items], model)
     assert fv and fv == rv

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from sdematrix.backends.ptrace.backend import PtraceBackend
-from sdematrix.cli.main import _load
 from sdematrix.errors import MatrixFileError
 from sdematrix.spec.exec_expect import load_expectations
+from sdematrix.spec.matrix_arg import load_matrix_arg
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,7 +77,7 @@ def test_unknown_names_are_exit_2_with_a_suggestion(tmp_path: Path, entry: str,
 def test_good_names_and_globs_load(tmp_path: Path) -> None:
     """The spellings the docs and tests use load (glob over models, ISA
     sets, XED-style names a mix holds)."""
-    matrix = _load(None)
+    matrix = load_matrix_arg(None)
     f = tmp_path / "good.yaml"
     f.write_text(
         "expectations:\n"
@@ -96,13 +96,13 @@ def test_unknown_model_needs_the_matrix_only(tmp_path: Path) -> None:
     f.write_text("expectations:\n  - models: [haswell]\n    forbid: [{isa_set: AVX2}]\n")
     assert load_expectations(f)  # no matrix given: models are not checked
     with pytest.raises(MatrixFileError, match=r"e.yaml:2: .*unknown model 'haswell'"):
-        load_expectations(f, _load(None))
+        load_expectations(f, load_matrix_arg(None))
 
 
 def test_has_follows_xcr0(tmp_path: Path) -> None:
     """spr_xcr0_sse lists AVX2 in CPUID but its OS state lacks YMM: it does
     not "have" AVX2 for expectations, and it "lacks" it."""
-    matrix = _load(None)
+    matrix = load_matrix_arg(None)
     f = tmp_path / "e.yaml"
     f.write_text("expectations:\n"
                  "  - {has: [AVX2], require: [{isa_set: AVX2}]}\n"

@@ -596,15 +596,15 @@ def test_host_split_names_what_a_runner_without_avx512_cannot_run(
     """A hosted runner without AVX-512: the AVX-512 models are named with the
     backend's reason, the others are runnable."""
     from sdematrix.backends.ptrace import backend as ptrace
-    from sdematrix.cli.main import _load
     from sdematrix.integrations.github_shards import host_split
+    from sdematrix.spec.matrix_arg import load_matrix_arg
 
     if PtraceUnavailable():
         pytest.skip(PtraceUnavailable())
     real = ptrace.host_features()
     monkeypatch.setattr(ptrace, "host_features",
                         lambda: frozenset(f for f in real if not f.startswith("AVX512")))  # fmt: skip
-    matrix = _load(None)
+    matrix = load_matrix_arg(None)
     split = host_split(matrix, ["hsw", "spr", "icl", "zen3"], "ptrace")
     assert split["runnable"] == ["hsw", "zen3"]
     assert set(split["cannot"]) == {"spr", "icl"}

@@ -49,7 +49,6 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -62,7 +61,8 @@ from ..errors import (
     MatrixFileError,
     SdeMatrixError,
 )
-from ..spec.models import DIRECTIONS, MODES, Matrix
+from ..spec.matrix_arg import load_matrix_arg, matrix_path
+from ..spec.models import DIRECTIONS, MODES
 from . import options, signals
 
 __all__ = ["EXIT_INTERNAL", "main"]
@@ -87,27 +87,6 @@ class _Parser(argparse.ArgumentParser):
 # --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
-
-
-def _matrix_path(arg: str | None) -> Path:
-    if arg:
-        return Path(arg)
-    local = Path("sde_matrix.yaml")
-    if local.is_file():
-        return local
-    shipped = resources.files("sdematrix").joinpath("sde_matrix.yaml")
-    if shipped.is_file():
-        return Path(str(shipped))
-    raise MatrixFileError(
-        "no sde_matrix.yaml in the current directory and none shipped with the package "
-        "(give --matrix FILE)"
-    )
-
-
-def _load(arg: str | None) -> Matrix:
-    from ..spec.matrix_cache import load_matrix_cached  # the full load when anything changed
-
-    return load_matrix_cached(_matrix_path(arg))
 
 
 _number_arg = options.number_arg  # one definition of the number checks
@@ -231,7 +210,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ..spec.matrix_file import select_cpus
 
     strict = _strict(args)
-    matrix = _load(args.matrix)
+    matrix = load_matrix_arg(args.matrix)
     cpus = select_cpus(matrix, args.cpu) if args.cpu else list(matrix.models)
     selector = BackendSelector(
         matrix, args.backend or "auto", sde_path=args.sde_path, cpuid_mode=args.cpuid_mode
@@ -449,7 +428,7 @@ def cmd_docker_run(args: argparse.Namespace) -> int:
     from ..spec.matrix_file import select_cpus
 
     strict = _strict(args)
-    matrix = _load(args.matrix)
+    matrix = load_matrix_arg(args.matrix)
     cpus = select_cpus(matrix, args.cpu) if args.cpu else list(matrix.models)
     junit_path = _junit_path(args)
     # Each container runs `sdematrix run --cpu <one>`: it names its CPU, so
@@ -471,7 +450,7 @@ def cmd_docker_run(args: argparse.Namespace) -> int:
         timeout=args.timeout,  # per cell, as for `run`
         cells_per_cpu=per_cpu,  # a container runs one model's cells
         extra_args=tail,
-        matrix_file=_matrix_path(args.matrix),
+        matrix_file=matrix_path(args.matrix),
         sde_path=args.sde_path,
     )
     merged = out / "junit.xml"
@@ -490,7 +469,7 @@ def cmd_docker_run(args: argparse.Namespace) -> int:
 def cmd_list_cpus(args: argparse.Namespace) -> int:
     from . import explain as ex
 
-    matrix = _load(args.matrix)
+    matrix = load_matrix_arg(args.matrix)
     if args.github_matrix and args.host_split:
         raise _UsageError("--github-matrix and --host-split exclude each other")
     if args.github_matrix:
@@ -514,7 +493,7 @@ def cmd_list_cpus(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from . import explain as ex
 
-    matrix = _load(args.matrix)
+    matrix = load_matrix_arg(args.matrix)
     if args.features:
         from ..spec.isa_names import features_text
         from ..spec.matrix_file import select_cpus
@@ -529,7 +508,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from .doctor import diagnose, render
 
-    d = diagnose(_load(args.matrix), sde_path=args.sde_path)
+    d = diagnose(load_matrix_arg(args.matrix), sde_path=args.sde_path)
     if args.json:
         _emit(d.to_json())
     else:

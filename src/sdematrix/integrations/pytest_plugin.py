@@ -96,12 +96,12 @@ def pytest_configure(config: pytest.Config) -> None:
     spec = config.getoption("sde_cpu")
     if not spec:
         return
-    from ..cli.main import _matrix_path
     from ..errors import SdeMatrixError
+    from ..spec.matrix_arg import matrix_path
     from ..spec.matrix_file import load_matrix, select_cpus
 
     try:
-        matrix = load_matrix(_matrix_path(config.getoption("sde_matrix")))
+        matrix = load_matrix(matrix_path(config.getoption("sde_matrix")))
         cpus = select_cpus(matrix, spec)
         backend = config.getoption("sde_backend")
         if backend != "auto":  # an explicitly named backend must exist: fail at start

@@ -58,9 +58,9 @@ def load_exec_matrix(args: argparse.Namespace) -> Matrix:
         from ..spec.models_file import load_models_matrix
 
         return load_models_matrix(args.models)
-    from ..cli.main import _load
+    from ..spec.matrix_arg import load_matrix_arg
 
-    return _load(args.matrix)
+    return load_matrix_arg(args.matrix)
 
 
 def cmd_exec(args: argparse.Namespace) -> int:

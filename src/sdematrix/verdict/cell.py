@@ -90,6 +90,7 @@ def _last_output(result: RunResult, n: int = 12) -> str:
 
 
 def one_line(text: str, limit: int = 300) -> str:
+    """`text` on one line (whitespace runs collapsed), cut to `limit` characters."""
     s = " ".join(str(text).split())
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
