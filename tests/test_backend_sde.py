@@ -15,8 +15,9 @@ from doubles.fake_matrix import SDE_DOUBLE, fake_probe_command, make_matrix, mod
 from doubles.sdematrix_cli import alive
 
 from sdematrix.backends.base import Backend, ProbeCommand, RunResult
+from sdematrix.backends.process import run_process
 from sdematrix.backends.registry import BackendSelector, create_backend
-from sdematrix.backends.sde.backend import SdeBackend, parse_chip_check, run_process
+from sdematrix.backends.sde.backend import SdeBackend, parse_chip_check
 from sdematrix.errors import BackendUnavailableError
 from sdematrix.evidence.mix import Selector
 from sdematrix.spec.models import Cell
@@ -235,9 +236,9 @@ def test_hang_is_a_timeout_and_the_group_dies(tmp_path):
 
 
 def test_flood_is_capped(tmp_path, monkeypatch):
-    import sdematrix.backends.sde.backend as sde_mod
+    import sdematrix.backends.process as process_mod
 
-    monkeypatch.setattr(sde_mod, "FLOOD_LIMIT", 4 << 20)
+    monkeypatch.setattr(process_mod, "FLOOD_LIMIT", 4 << 20)
     r = run_process([str(SDE_DOUBLE), "-spr", "--", "/bin/true"],
                     env=double_env(tmp_path, SDE_DOUBLE_FLOOD="1"), timeout=30,
                     capture_limit=1 << 16, flood_limit=4 << 20)  # fmt: skip

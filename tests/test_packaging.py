@@ -469,7 +469,7 @@ _ROUND_TRIP = """
 import importlib.metadata, os, sys
 import sdematrix, vaescrypt
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from sdematrix.backends.ptrace.backend import tracer_path
+from sdematrix.backends.ptrace.tracer_bin import tracer_path
 from sdematrix.backends.probe import probe_path
 venv = os.path.realpath(sys.argv[1]) + os.sep
 for where in (sdematrix.__file__, vaescrypt.__file__, probe_path(), tracer_path()):

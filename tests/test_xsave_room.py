@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from sdematrix.backends.host_isa import host_cpuid, host_xcr0
-from sdematrix.backends.ptrace.backend import cpuid_faulting_available, tracer_path
+from sdematrix.backends.ptrace.backend import cpuid_faulting_available
 from sdematrix.backends.ptrace.profile import image_sites, program_images, write_profile
+from sdematrix.backends.ptrace.tracer_bin import tracer_path
 from sdematrix.backends.ptrace.xsave_room import xsave_safe_cpuid
 from sdematrix.spec.matrix_file import load_matrix
 from sdematrix.spec.models import CpuidLeaf

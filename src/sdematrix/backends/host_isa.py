@@ -114,7 +114,7 @@ def parse_profile(text: str) -> dict[tuple[int, int], tuple[int, int, int, int]]
 def _host_profile_text() -> str | None:
     """``vc-tracer --host-profile`` once per process, None when the tracer
     cannot say (not built, not x86-64)."""
-    from .ptrace.backend import tracer_path
+    from .ptrace.tracer_bin import tracer_path
 
     tracer = tracer_path()
     if tracer is None:

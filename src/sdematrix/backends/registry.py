@@ -14,15 +14,14 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..cli.options import BACKEND_NAMES, CPUID_MODES
 from ..errors import BackendUnavailableError
+from ..spec.choices import BACKEND_NAMES
 from ..spec.models import CpuModel, Matrix
 from ..verdict.reasons import Kind, Reason
 from .base import Backend
 
 __all__ = [
     "BACKEND_NAMES",
-    "CPUID_MODES",
     "BackendChoice",
     "BackendSelector",
     "create_backend",
@@ -54,7 +53,6 @@ class _Missing:
 
     def run(self, *args: object, **kwargs: object) -> object:  # pragma: no cover - never chosen
         raise RuntimeError(self._why)
-
 
 
 

@@ -30,7 +30,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..backends.host_isa import host_lacks
-from ..backends.registry import BACKEND_NAMES, BackendSelector, create_backend
+from ..backends.registry import BackendSelector, create_backend
+from ..spec.choices import BACKEND_NAMES
 from ..spec.models import Matrix
 from ..verdict.reasons import Kind, Reason
 from .options import TRACER_CPUID_MODES

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..spec.choices import BACKEND_NAMES, CPUID_MODES, DEFAULT_TIMEOUT, TRACER_CPUID_MODES
+
 __all__ = [
     "BACKEND_CHOICES",
     "BACKEND_NAMES",
@@ -30,21 +32,11 @@ __all__ = [
     "pytest_flag",
 ]
 
-#: Every backend a matrix cell can run on, in the default order of preference
-#: (the classes behind the names: :mod:`sdematrix.backends.registry`).
-BACKEND_NAMES: tuple[str, ...] = ("sde", "ptrace", "qemu")
 #: What ``--backend`` takes: one of them for every model, or ``auto`` per model.
 BACKEND_CHOICES: tuple[str, ...] = ("auto", *BACKEND_NAMES)
 #: What `exec` runs programs on: no qemu until exec has a qemu backend
 #: (whole-process chip check and region mixes exist for ptrace and SDE only).
 EXEC_BACKENDS: tuple[str, ...] = tuple(b for b in BACKEND_CHOICES if b != "qemu")
-#: How the ptrace tracer presents CPUID (see backends/ptrace.py): the modes it
-#: implements, and ``auto`` (fault where the host has it, else bp).
-TRACER_CPUID_MODES: tuple[str, ...] = ("fault", "bp")
-CPUID_MODES: tuple[str, ...] = ("auto", *TRACER_CPUID_MODES)
-#: One run's timeout in seconds: one cell (run, docker run, pytest) or one
-#: model's run of the program (exec).
-DEFAULT_TIMEOUT = 300.0
 
 ALL = frozenset({"run", "exec", "docker", "pytest"})
 

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from ..cli import signals
-from ..cli.options import DEFAULT_TIMEOUT
 from ..errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -43,6 +42,7 @@ from ..errors import (
     OutputDirError,
 )
 from ..results.merge import error_suite, junit_suites, merge_junit, merge_results
+from ..spec.choices import DEFAULT_TIMEOUT
 
 LABEL = "sdematrix.run"
 DEFAULT_IMAGE = "sdematrix:latest"

@@ -46,15 +46,16 @@ from elftools.elf.sections import SymbolTableSection
 
 from ..backends.base import Violation
 from ..backends.host_isa import host_lacks, sigill_reason
-from ..backends.ptrace.backend import TracerOutput, parse_tracer_output, tracer_path
+from ..backends.ptrace.backend import TracerOutput, parse_tracer_output
 from ..backends.ptrace.profile import Site, image_sites, program_images, write_profile
-from ..cli.options import DEFAULT_TIMEOUT
+from ..backends.ptrace.tracer_bin import tracer_path
 from ..errors import SdeMatrixError
 from ..evidence.exec_check import whole_checked_mix
 from ..evidence.insn_bounds import bounds_file, fde_ranges
 from ..evidence.mix import Mix
 from ..evidence.mix_build import Executed, mix_from_executed, zero_source_violations
 from ..evidence.symbols import Location, Symbolizer, load_image
+from ..spec.choices import DEFAULT_TIMEOUT
 from ..spec.models import CpuModel
 
 __all__ = [

@@ -30,10 +30,10 @@ from typing import Any
 import jsonschema
 import yaml
 
-from ..cli.options import BACKEND_NAMES
 from ..errors import MatrixFileError, UnknownCpuError
 from ..evidence.mix import Selector
 from ..inputs import load_yaml, parse_yaml
+from .choices import BACKEND_NAMES
 from .models import DIRECTIONS, MODES, CpuidLeaf, CpuModel, Matrix, PathSignature, Workload
 from .yaml_locate import (
     Located,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cli.options import BACKEND_NAMES
 from ..evidence.mix import Selector
+from .choices import BACKEND_NAMES
 
 MODES = ("gcm", "cfb128", "cfb8", "cfb1")
 DIRECTIONS = ("encrypt", "decrypt")

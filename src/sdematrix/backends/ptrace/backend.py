@@ -40,15 +40,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...cli.options import CPUID_MODES, TRACER_CPUID_MODES
 from ...evidence.mix import Mix
 from ...evidence.mix_build import Executed, checked_mix, zero_source_violations
 from ...evidence.symbols import Symbolizer
+from ...spec.choices import CPUID_MODES, TRACER_CPUID_MODES
 from ...spec.models import Cell, CpuModel
 from ...verdict.reasons import Kind, Reason
 from ..base import ProbeCommand, RunResult, Violation
-from ..sde.backend import run_process, tail_lines
+from ..process import run_process, tail_lines
 from .profile import Site, image_sites, program_images, site_lines, write_profile
+from .tracer_bin import TRACER_ENV, tracer_path
 
 __all__ = [
     "PtraceBackend",
@@ -56,10 +57,8 @@ __all__ = [
     "cpuid_faulting_available",
     "host_features",
     "parse_tracer_output",
-    "tracer_path",
 ]
 
-TRACER_ENV = "SDEMATRIX_TRACER"
 # "0": the tracer single-steps every instruction of a region (--no-blocks)
 # instead of running the probe's straight-line blocks natively; same records
 BLOCKS_ENV = "SDEMATRIX_PTRACE_BLOCKS"
@@ -204,15 +203,6 @@ def cpuid_faulting_available() -> bool | str:
         return True
     err = ctypes.get_errno()
     return f"arch_prctl ARCH_SET_CPUID: {errno.errorcode.get(err, str(err))}"
-
-
-def tracer_path() -> Path | None:
-    """$SDEMATRIX_TRACER, else the package's _bin/vc-tracer."""
-    env = os.environ.get(TRACER_ENV)
-    if env:
-        return Path(env)
-    p = Path(__file__).resolve().parent.parent.parent / "_bin" / "vc-tracer"
-    return p if p.exists() else None
 
 
 @dataclass

@@ -61,7 +61,7 @@ from ...spec.models import Cell, CpuModel
 from ...verdict.reasons import Kind, Reason
 from ..base import ProbeCommand, RunResult, Violation
 from ..probe import ProbeError, parse_probe_output
-from ..sde.backend import run_process, tail_lines
+from ..process import run_process, tail_lines
 
 __all__ = ["TCG_TESTS", "QemuBackend", "mix_from_plugin", "sigill_violation", "tcg_tests_for"]
 
