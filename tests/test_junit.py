@@ -14,7 +14,8 @@ from sdematrix.backends.registry import BackendSelector
 from sdematrix.backends.sde.backend import SdeBackend
 from sdematrix.errors import OutputDirError
 from sdematrix.pipeline.run import run_cells
-from sdematrix.results.junit import junit_xml_string, prepare_out_dir, write_results
+from sdematrix.results.junit import junit_xml_string, prepare_out_dir
+from sdematrix.results.writer import write_results
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,8 @@ from sdematrix.evidence.mix import FunctionMix, Mix, MixCounts
 from sdematrix.pipeline.run import CellRecord, RunReport
 from sdematrix.report import write_html, write_markdown
 from sdematrix.report.markdown import _md
-from sdematrix.results.junit import junit_xml_string, write_results, xml_safe
-from sdematrix.results.writer import KEEP_FUNCTIONS, ResultsWriter
+from sdematrix.results.junit import junit_xml_string, xml_safe
+from sdematrix.results.writer import KEEP_FUNCTIONS, ResultsWriter, write_results
 from sdematrix.verdict.cell import Outcome
 
 # every C0 and C1 control, DEL, the two non-characters, and markup / table syntax

@@ -89,7 +89,6 @@ __all__ = [
     "testcase_element",
     "testcase_xml",
     "write_junit",
-    "write_results",
     "xml_safe",
 ]
 
@@ -485,28 +484,3 @@ def atomic_write(path: Path, text: str | bytes) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
-
-
-# --------------------------------------------------------------------------
-# Results directory
-# --------------------------------------------------------------------------
-
-
-def write_results(
-    out: Path,
-    report: RunReport,
-    *,
-    junit_name: str = "junit.xml",
-    keep_work: bool = True,
-) -> None:
-    """Write results.json, cells/*.json, mix/*.mix.json and junit.xml under
-    `out` for a finished `report` in one go (``sdematrix run`` writes them
-    as the cells finish: :class:`~sdematrix.results.writer.ResultsWriter`)."""
-    from .writer import ResultsWriter
-
-    w = ResultsWriter(out, report, junit_path=out / junit_name, keep_work=keep_work,
-                      flush_interval=float("inf"))  # fmt: skip
-    w.begin()
-    for rec in report.records:
-        w.add(rec)
-    w.finish()

@@ -54,7 +54,7 @@ from .junit import (
 )
 from .outcome_json import SCHEMA
 
-__all__ = ["KEEP_FUNCTIONS", "ResultsWriter", "slim_mix_json"]
+__all__ = ["KEEP_FUNCTIONS", "ResultsWriter", "slim_mix_json", "write_results"]
 
 KEEP_FUNCTIONS = 24
 
@@ -249,3 +249,21 @@ def _run_json(rec: CellRecord) -> dict[str, Any] | None:
         "stderr_tail": r.stderr_tail,
         "probe_argv": list(rec.probe_argv),
     }
+
+
+def write_results(
+    out: Path,
+    report: RunReport,
+    *,
+    junit_name: str = "junit.xml",
+    keep_work: bool = True,
+) -> None:
+    """Write results.json, cells/*.json, mix/*.mix.json and junit.xml under
+    `out` for a finished `report` in one go (``sdematrix run`` writes them
+    as the cells finish: :class:`ResultsWriter`)."""
+    w = ResultsWriter(out, report, junit_path=out / junit_name, keep_work=keep_work,
+                      flush_interval=float("inf"))  # fmt: skip
+    w.begin()
+    for rec in report.records:
+        w.add(rec)
+    w.finish()
