@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 from doubles.fake_matrix import SDE_DOUBLE
+from doubles.sde_mix_text import iform_file
 from doubles.sdematrix_cli import (
     SHIPPED_MATRIX,
     assert_one_line_error,
     run_cli,
 )
-from test_sde_mix import iform_file
 
 from sdematrix.cli.main import main
 
