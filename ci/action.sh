@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The script of the composite action (action.yml at the top level), also run
-# by tests/test_action.py.  Inputs arrive as environment variables:
+# by tests/sdematrix/integrations/test_action.py.  Inputs arrive as environment variables:
 #
 #   SDEMATRIX_PROGRAM  a program and its arguments (whitespace-separated):
 #                      `sdematrix exec` runs it as if on each model; empty:

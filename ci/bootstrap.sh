@@ -10,7 +10,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 pkgs=(gcc libc6-dev binutils make qemu-user debootstrap chromium valgrind xz-utils curl clang libclang-rt-14-dev openssl libssl-dev)
-# the exec corpus (tests/test_corpus.py): programs the distribution ships
+# the exec corpus (tests/integration/test_corpus.py): programs the distribution ships
 pkgs+=(gzip bzip2 zstd lz4 python3 perl mawk sqlite3 jq libc-bin coreutils)
 command -v dockerd >/dev/null || pkgs+=(docker.io)   # the engine; a bare client (often preinstalled) is not enough
 missing=()

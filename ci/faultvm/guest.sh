@@ -36,7 +36,7 @@ say "CPUID faulting: available (arch_prctl ARCH_SET_CPUID works)"
 # -- 2: the fault-mode tests ------------------------------------------------
 xml=/tmp/fault-tests.xml
 python3 -m pytest -v -x -p no:cacheprovider -o addopts= -rs --junitxml="$xml" -k "fault and not bp" \
-    tests/test_fault_mode.py tests/test_tracer.py tests/test_backend_ptrace.py tests/test_doctor.py
+    tests/sdematrix/backends/test_fault_mode.py tests/sdematrix/backends/test_tracer.py tests/sdematrix/backends/test_backend_ptrace.py tests/sdematrix/cli/test_doctor.py
 prc=$?
 # Every skip must be an AVX-512 one (this guest's CPU has none); anything
 # else skipped means a fault-mode path silently did not run.

@@ -10,7 +10,7 @@ any address reaches the C library, which would otherwise read one kind of key
 with another's layout.  The same calls go to the C entry points directly
 (cffi casts of one object's address to another's type): each must answer
 VC_ERR_OBJECT without reading past the object's 4-byte tag.
-tests/test_vaescrypt_misuse.py runs this in process and under valgrind
+tests/hardening/test_vaescrypt_misuse.py runs this in process and under valgrind
 (where any read outside an object is an error), so the module is standalone:
 it imports only vaescrypt.
 """

@@ -1,0 +1,413 @@
+"""``sdematrix exec`` on programs nobody here wrote (Debian's openssl, python3's
+hashlib), a baseline C build, bad input, and the SDE command line (test double)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sdematrix.backends.ptrace.backend import PtraceBackend
+from sdematrix.evidence.insn_bounds import instruction_starts
+
+ROOT = Path(__file__).resolve().parent.parent.parent.parent
+SDE_DOUBLE = ROOT / "tests" / "doubles" / "sde64"
+KEY = "000102030405060708090a0b0c0d0e0f"
+
+_ptrace_why = PtraceBackend().unavailable_reason()
+needs_ptrace = pytest.mark.skipif(
+    _ptrace_why is not None, reason=f"ptrace backend unavailable here: {_ptrace_why}"
+)
+
+
+def needs(tool: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(shutil.which(tool) is None, reason=f"{tool} not installed")
+
+
+def sdematrix(*args: str, stdin: bytes = b"", env: dict[str, str] | None = None,
+              timeout: float = 600) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    e = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "sdematrix", *args], input=stdin.decode(), capture_output=True,
+        text=True, env=e, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def results(out: Path) -> dict[str, dict]:
+    return {m["model"]: m for m in json.loads((out / "results.json").read_text())["models"]}
+
+
+def mix(out: Path, model: str) -> dict:
+    return json.loads((out / model / "mix.json").read_text())
+
+
+def test_instruction_starts_are_real_boundaries() -> None:
+    """Every start of libc's sweep decodes, and none falls inside another."""
+    import iced_x86 as iced
+
+    libc = "/lib/x86_64-linux-gnu/libc.so.6"
+    starts = instruction_starts(libc)
+    assert len(starts) > 100_000
+    data = Path(libc).read_bytes()
+    for a, b in itertools.pairwise(starts[:2001]):
+        ins = iced.Decoder(64, data[a : a + 15]).decode()
+        assert not ins.is_invalid
+        assert a + ins.len <= b, f"start {b:#x} inside the instruction at {a:#x}"
+
+
+def test_whole_check_matches_shared_checked_mix() -> None:
+    """exec's fast whole-run check gives exactly the mix and violations of
+    mix_build.checked_mix (the code `sdematrix run` uses) on libc's code
+    under a model without AVX (so libc's AVX2/EVEX variants violate)."""
+    from sdematrix.evidence.exec_check import whole_checked_mix
+    from sdematrix.evidence.mix_build import Executed, checked_mix
+    from sdematrix.evidence.symbols import Symbolizer
+    from sdematrix.spec.matrix_arg import load_matrix_arg
+
+    libc = os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6")
+    data = Path(libc).read_bytes()
+    base = 0x7F0000000000
+    sym = Symbolizer(f"{base:x}-{base + len(data) + 4096:x} r-xp 00000000 08:01 1 {libc}\n")
+    starts = instruction_starts(libc)[::25]
+    items = [(0, base + o, data[o : o + 15], 1 + o % 3) for o in starts]
+    model = load_matrix_arg(None).models["nhm"]
+    fast, fv = whole_checked_mix("ptrace", items, lambda _s: sym.locate, model)
+    ref, rv = checked_mix("ptrace", [Executed(a, c, n, sym.locate) for _s, a, c, n in items], model)
+    assert fv and fv == rv
+    assert fast.to_json() == ref.to_json()
+
+
+@needs_ptrace
+@needs("openssl")
+def test_openssl_cfb8_aes_ni_per_model(tmp_path: Path) -> None:
+    exp = tmp_path / "expect.yaml"
+    exp.write_text(
+        "expectations:\n"
+        "  - name: AES-NI where the model has it\n"
+        "    has: [AES]\n"
+        "    require: [{isa_set: AES}]\n"
+        "  - name: no AES-NI without it\n"
+        "    lacks: [AES]\n"
+        "    forbid: [{isa_set: AES}]\n"
+        "  - name: CFB8 never takes a VAES path\n"
+        "    forbid: [{isa_set: 'VAES*'}, {isa_set: 'AVX512_VAES*'}]\n"
+    )
+    src = tmp_path / "in.bin"
+    src.write_bytes(bytes(range(64)))
+    out = tmp_path / "out"
+    p = sdematrix(
+        "exec", "--cpu", "p4p,wsm,hsw,icl,spr", "--region", "function:EVP_EncryptUpdate",
+        "--expect", str(exp), "--out", str(out), "--junit", str(tmp_path / "j.xml"), "--",
+        "openssl", "enc", "-aes-128-cfb8", "-K", KEY, "-iv", KEY, "-in", str(src),
+        "-out", str(tmp_path / "ct.bin"),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    res = results(out)
+    for m in ("p4p", "wsm", "hsw", "icl", "spr"):
+        assert res[m]["status"] == "pass", res[m]["reasons"]
+        assert res[m]["violations"] == []
+        assert res[m]["meta"]["regions"] >= 1
+    assert "AES" not in mix(out, "p4p")["overall"]["by_isa_set"]
+    assert any(f["name"] == "AES_encrypt" for f in mix(out, "p4p")["functions"])
+    for m in ("wsm", "hsw", "icl", "spr"):
+        assert mix(out, m)["overall"]["by_isa_set"].get("AES", 0) > 0, m
+    junit = (tmp_path / "j.xml").read_text()
+    # one case per (model, check): the run and chip check (5) + each expectation
+    # that applies: AES-NI where present (wsm hsw icl spr), none without it (p4p),
+    # no VAES for CFB8 (all 5)
+    assert junit.count("<testcase") == 5 + 4 + 1 + 5 and "<failure" not in junit
+
+
+def _libcrypto_isa(mix_json: dict) -> dict[str, set[str]]:
+    """function -> ISA sets it executed, for libcrypto's functions."""
+    return {f["name"]: set(f["by_isa_set"]) for f in mix_json["functions"]
+            if "libcrypto" in f["image"]}  # fmt: skip
+
+
+@needs_ptrace
+@needs("openssl")
+def test_openssl_gcm_aes_ni_per_model(tmp_path: Path) -> None:
+    """AES-128-GCM through Debian's OpenSSL CLI (`openssl cms -encrypt
+    -aes-128-gcm`: AuthEnvelopedData, 1 KiB; `openssl enc` refuses AEAD
+    ciphers): no AES-NI on p4p, AES-NI + PCLMULQDQ on wsm, the AVX stitched
+    AES-NI/GHASH code from hsw on; chip check clean everywhere; the output
+    decrypts natively to the input."""
+    exp = tmp_path / "expect.yaml"
+    exp.write_text(
+        "expectations:\n"
+        "  - name: AES-NI in libcrypto where the model has it\n"
+        "    has: [AES]\n"
+        "    scope: {image: 'libcrypto*'}\n"
+        "    require: [{isa_set: AES}]\n"
+        "  - name: no AES-NI without it\n"
+        "    lacks: [AES]\n"
+        "    forbid: [{isa_set: 'AES*'}, {isa_set: 'AVXAES'}, {isa_set: PCLMULQDQ}]\n"
+    )
+    src = tmp_path / "in.bin"
+    src.write_bytes(bytes(range(256)) * 4)
+    out = tmp_path / "out"
+    ct = tmp_path / "ct.der"
+    cms = ["-secretkey", KEY, "-secretkeyid", "01"]
+    p = sdematrix(
+        "exec", "--cpu", "p4p,wsm,hsw,icl,spr", "--expect", str(exp), "--out", str(out),
+        "--junit", str(tmp_path / "j.xml"), "--", "openssl", "cms", "-encrypt", "-binary",
+        "-aes-128-gcm", *cms, "-in", str(src), "-outform", "DER", "-out", str(ct),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    res = results(out)
+    for m in ("p4p", "wsm", "hsw", "icl", "spr"):
+        assert res[m]["status"] == "pass", res[m]["reasons"]
+        assert res[m]["violations"] == [] and res[m]["region"] == "whole"
+    fns = {m: _libcrypto_isa(mix(out, m)) for m in ("p4p", "wsm", "hsw", "icl", "spr")}
+    gcm_isa = {"AES", "AVXAES", "PCLMULQDQ", "AVX"}
+    assert "CRYPTO_gcm128_encrypt" in fns["p4p"] and "AES_encrypt" in fns["p4p"]
+    assert not any(isa & gcm_isa for isa in fns["p4p"].values()), fns["p4p"]
+    wsm = set().union(*fns["wsm"].values())
+    assert {"AES", "PCLMULQDQ"} <= wsm and "AVXAES" not in wsm and "AVX" not in wsm
+    for m in ("hsw", "icl", "spr"):
+        stitched = [f for f, isa in fns[m].items() if {"AVXAES", "MOVBE"} <= isa]
+        assert stitched, (m, fns[m])  # the AVX AES-NI+GHASH loop ran
+    back = tmp_path / "back.bin"
+    subprocess.run(["openssl", "cms", "-decrypt", "-inform", "DER", "-in", str(ct), *cms,
+                    "-out", str(back)], check=True)  # fmt: skip
+    assert back.read_bytes() == src.read_bytes()
+
+
+@needs_ptrace
+@needs("grep")
+def test_glibc_ifuncs_follow_the_model(tmp_path: Path) -> None:
+    """glibc picks its string functions by CPUID at load time: under the
+    tracer those picks are the model's (SSE2 ones on p4p, AVX2 on hsw, EVEX
+    on icl) whatever the host is, judged by an expectations file scoped to
+    libc."""
+    exp = tmp_path / "expect.yaml"
+    exp.write_text(
+        "expectations:\n"
+        "  - name: baseline string functions on p4p\n"
+        "    models: [p4p]\n"
+        "    scope: {image: 'libc.so*'}\n"
+        "    forbid: [{isa_set: 'AVX*'}, {isa_set: 'SSE4*'}, {isa_set: SSSE3}]\n"
+        "  - name: AVX2 string functions on hsw\n"
+        "    models: [hsw]\n"
+        "    scope: {image: 'libc.so*'}\n"
+        "    require: [{isa_set: AVX2}]\n"
+        "    forbid: [{isa_set: 'AVX512*'}]\n"
+        "  - name: EVEX string functions on icl\n"
+        "    models: [icl]\n"
+        "    scope: {image: 'libc.so*'}\n"
+        "    require: [{isa_set: 'AVX512*'}]\n"
+    )
+    data = tmp_path / "words"
+    data.write_text("".join(f"line {i} root{i % 7}\n" for i in range(2000)))
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "p4p,hsw,icl", "--expect", str(exp), "--out", str(out),
+                  "--", "grep", "-c", "root3", str(data))  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    res = results(out)
+    for m in ("p4p", "hsw", "icl"):
+        assert res[m]["status"] == "pass", (m, res[m]["reasons"])
+        assert (out / m / "stdout").read_text().strip() == "286"
+
+
+@needs_ptrace
+def test_python_hashlib_sha_ni(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    p = sdematrix(
+        "exec", "--cpu", "hsw,icl", "--region", "whole", "--out", str(out), "--",
+        "python3", "-S", "-c", "import hashlib; print(hashlib.sha256(b'x' * 4096).hexdigest())",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    want = __import__("hashlib").sha256(b"x" * 4096).hexdigest()
+    for m in ("hsw", "icl"):
+        assert (out / m / "stdout").read_text().strip() == want
+    sha = {m: sum(n for k, n in mix(out, m)["overall"]["by_isa_set"].items() if k.startswith("SHA"))
+           for m in ("hsw", "icl")}  # fmt: skip
+    assert sha["hsw"] == 0 and sha["icl"] > 0, sha
+
+
+@needs_ptrace
+@needs("gcc")
+def test_baseline_build_chip_check(tmp_path: Path) -> None:
+    src = tmp_path / "bl.c"
+    src.write_text(
+        "#include <stdio.h>\n"
+        "unsigned work(const unsigned *a, int n, int sh) { unsigned s = 0;\n"
+        "  for (int i = 0; i < n; i++) s += (a[i] << (sh & 31)) ^ (a[i] >> 3); return s; }\n"
+        "int main(int argc, char **argv) { (void)argv; unsigned a[1024];\n"
+        "  for (int i = 0; i < 1024; i++) a[i] = (unsigned)i * 2654435761u;\n"
+        "  printf(\"%u\\n\", work(a, 1024, argc + 4)); return 0; }\n"
+    )
+    for march in ("x86-64-v3", "x86-64"):
+        subprocess.run(["gcc", "-O3", f"-march={march}", "-o", str(tmp_path / march), str(src)],
+                       check=True)  # fmt: skip
+    bad = sdematrix("exec", "--cpu", "nhm", "--", str(tmp_path / "x86-64-v3"))
+    assert bad.returncode == 1
+    first = next(line for line in bad.stderr.splitlines() if "chip check (nhm)" in line)
+    assert " main in x86-64-v3 " in first and ("AVX" in first or "BMI" in first), first
+    assert "; ISA set " in first, first
+    good = sdematrix("exec", "--cpu", "nhm", "--", str(tmp_path / "x86-64"))
+    assert good.returncode == 0, good.stderr
+    assert "chip check clean" in good.stderr
+
+
+JIT_C = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+/* vpaddd ymm0, ymm0, ymm1; nop; ret -- written into memory the program makes
+ * executable and called three times: argv[1] "rwx" one anonymous RWX
+ * mapping, "rx" anonymous RW then mprotect RX, "memfd" a memfd file mapped
+ * RX (the double-mapping JITs use) */
+int main(int argc, char **argv)
+{
+    static const unsigned char code[] = {0xc5, 0xfd, 0xfe, 0xc1, 0x90, 0xc3};
+    const char *how = argc > 1 ? argv[1] : "rwx";
+    unsigned char *p;
+    if (!strcmp(how, "memfd")) {
+        int fd = memfd_create("jit", 0);
+        if (fd < 0 || write(fd, code, sizeof code) != (ssize_t)sizeof code ||
+            ftruncate(fd, 4096))
+            return 5;
+        p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_SHARED, fd, 0);
+    } else {
+        int w_x = !strcmp(how, "rx");
+        p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | (w_x ? 0 : PROT_EXEC),
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED) {
+            memcpy(p, code, sizeof code);
+            if (w_x && mprotect(p, 4096, PROT_READ | PROT_EXEC))
+                return 4;
+        }
+    }
+    if (p == MAP_FAILED)
+        return 3;
+    void (*fn)(void) = (void (*)(void))p;
+    for (int i = 0; i < 3; i++)
+        fn();
+    printf("jit ran\n");
+    return 0;
+}
+"""
+
+
+@needs_ptrace
+@needs("gcc")
+@pytest.mark.parametrize("how", ["rwx", "rx", "memfd"])
+def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
+    """An AVX2 instruction written into anonymous executable memory and run
+    fails nhm's chip check, named with image [anon]; hsw passes."""
+    src = tmp_path / "jit.c"
+    src.write_text(JIT_C)
+    exe = tmp_path / "jit"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), how)
+    assert p.returncode == 1, p.stderr
+    res = results(out)
+    assert res["hsw"]["status"] == "pass" and res["hsw"]["violations"] == []
+    v = res["nhm"]["violations"]
+    image = "/memfd:jit (deleted)" if how == "memfd" else "[anon]"
+    assert len(v) == 1 and v[0]["mnemonic"] == "VPADDD" and v[0]["image"] == image, v
+    assert v[0]["reason"] == "AVX2 not in model nhm; ISA set AVX2" and v[0]["bytes_hex"] == "c5fdfec1"
+    meta = res["nhm"]["meta"]
+    assert meta["jit_regions"] == 1 and meta["jit_entries"] == 3 and meta["jit_steps"] == 9, meta
+    assert (out / "nhm" / "stdout").read_text() == "jit ran\n"
+
+
+@needs_ptrace
+def test_children_and_signal_handlers(tmp_path: Path) -> None:
+    """A shell pipeline: the shell forks, the children exec ls and wc (images
+    the profile did not list: asked for while running), a SIGCHLD handler
+    returns through glibc's __restore_rt (its signal-frame FDE starts one
+    byte early: no int3 may land inside its `mov rax, 15`).  Output as
+    native, chip check clean, the children's images in the mix."""
+    cmd = "ls /usr/bin | wc -l"
+    want = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True).stdout
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "hsw", "--out", str(out), "--", "sh", "-c", cmd)
+    assert p.returncode == 0, p.stderr + (out / "hsw" / "stderr").read_text()
+    assert (out / "hsw" / "stdout").read_text() == want
+    meta = results(out)["hsw"]["meta"]
+    assert meta["images_asked"] >= 2, meta
+    names = {os.path.basename(i) for i in meta["images"]}
+    assert {"ls", "wc"} <= names, names
+
+
+@needs_ptrace
+@needs("gcc")
+def test_signal_handler_returns(tmp_path: Path) -> None:
+    """Three signals handled and returned from (rt_sigreturn via glibc's
+    __restore_rt) under whole-process int3s: the program runs as natively."""
+    src = tmp_path / "sig.c"
+    src.write_text(
+        "#include <signal.h>\n#include <stdio.h>\n#include <unistd.h>\n"
+        "static volatile int got;\nstatic void h(int s) { (void)s; got++; }\n"
+        "int main(void) { struct sigaction sa = {0}; sa.sa_handler = h;\n"
+        "  sigaction(SIGUSR1, &sa, 0); for (int i = 0; i < 3; i++) kill(getpid(), SIGUSR1);\n"
+        "  printf(\"got %d\\n\", got); return 0; }\n"
+    )
+    exe = tmp_path / "sig"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "hsw", "--out", str(out), "--", str(exe))
+    assert p.returncode == 0, p.stderr + (out / "hsw" / "stderr").read_text()
+    assert (out / "hsw" / "stdout").read_text() == "got 3\n"
+
+
+@needs_ptrace
+def test_nonzero_exit_fails_unless_allowed() -> None:
+    assert sdematrix("exec", "--cpu", "hsw", "--", "false").returncode == 1
+    assert sdematrix("exec", "--cpu", "hsw", "--allow-exit", "1", "--", "false").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--cpu", "hsw", "--", "/no/such/program"], "program not found"),
+        (["--cpu", "nosuchcpu", "--", "true"], "unknown CPU"),
+        (["--cpu", "hsw", "--region", "bogus", "--", "true"], "--region"),
+    ],
+)
+def test_bad_input_one_line_exit_2(args: list[str], needle: str) -> None:
+    p = sdematrix("exec", *args)
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and needle in p.stderr, p.stderr
+
+
+@needs_ptrace
+def test_unknown_symbol_exit_2() -> None:
+    p = sdematrix("exec", "--cpu", "hsw", "--region", "function:no_such_fn_xyz", "--", "true")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "no_such_fn_xyz" in p.stderr
+
+
+def test_expect_schema_error_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "e.yaml"
+    bad.write_text("expectations:\n  - has: [AES]\n    requires: [{isa_set: AES}]\n")
+    p = sdematrix("exec", "--cpu", "hsw", "--expect", str(bad), "--", "true")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert f"{bad}:3" in p.stderr and "requires" in p.stderr
+
+
+def test_sde_command_line(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    env = {"SDE_PATH": str(SDE_DOUBLE), "SDE_DOUBLE_LOG": str(log)}
+    p = sdematrix("exec", "--backend", "sde", "--print-command", "--cpu", "hsw", "--region",
+                  "whole", "--", "true", env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    line = p.stderr.strip().splitlines()[-1]
+    assert " -hsw " in line and " -mix " in line and "-omix" in line and line.endswith("-- true")
+    assert "ssc_mark" not in line
+    p = sdematrix("exec", "--backend", "sde", "--cpu", "wsm", "--region", "marks", "--", "true",
+                  env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    argv = json.loads(log.read_text().splitlines()[-1])
+    assert "-wsm" in argv and "-start_ssc_mark" in argv and argv[-2:] == ["--", "true"]
