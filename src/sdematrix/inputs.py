@@ -125,8 +125,9 @@ def read_input(
     try:
         st = os.stat(p)
         if not stat.S_ISREG(st.st_mode):
-            raise _fail(error, p, None, f"cannot read {what}: it is {_kind(st.st_mode)}, "
-                        "not a regular file")  # fmt: skip
+            raise _fail(
+                error, p, None, f"cannot read {what}: it is {_kind(st.st_mode)}, not a regular file"
+            )
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as e:
         raise _fail(error, p, None, f"cannot read {what}: {e.strerror or e}") from None
@@ -135,11 +136,16 @@ def read_input(
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise _fail(error, p, None, f"cannot read {what}: it is {_kind(st.st_mode)}, "
-                        "not a regular file")  # fmt: skip
+            raise _fail(
+                error, p, None, f"cannot read {what}: it is {_kind(st.st_mode)}, not a regular file"
+            )
         if st.st_size > limit:
-            raise _fail(error, p, None, f"{what} is {st.st_size} bytes, more than the "
-                        f"{limit} this reader accepts")  # fmt: skip
+            raise _fail(
+                error,
+                p,
+                None,
+                f"{what} is {st.st_size} bytes, more than the {limit} this reader accepts",
+            )
         chunks: list[bytes] = []
         got = 0
         while True:  # read to EOF, but never more than limit + 1 (a growing file)
@@ -149,8 +155,9 @@ def read_input(
             chunks.append(chunk)
             got += len(chunk)
             if got > limit:
-                raise _fail(error, p, None, f"{what} grew past the {limit} bytes "
-                            "this reader accepts")  # fmt: skip
+                raise _fail(
+                    error, p, None, f"{what} grew past the {limit} bytes this reader accepts"
+                )
     except OSError as e:
         raise _fail(error, p, None, f"cannot read {what}: {e.strerror or e}") from None
     finally:
@@ -173,8 +180,9 @@ def read_text_input(
         return data.decode("utf-8", errors="strict" if strict else "replace")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise _fail(error, path, line, f"cannot read {what}: not UTF-8 text "
-                    f"(byte 0x{data[e.start]:02x})") from None  # fmt: skip
+        raise _fail(
+            error, path, line, f"cannot read {what}: not UTF-8 text (byte 0x{data[e.start]:02x})"
+        ) from None
 
 
 # ------------------------------------------------------------------ numbers --
@@ -197,7 +205,9 @@ def bounded_int(text: str, base: int = 10, *, digits: int = MAX_INT_DIGITS) -> i
 # Characters YAML 1.1 does not allow in a stream (tab, LF, CR, NEL and the
 # printable planes are allowed); PyYAML's reader refuses them with an
 # exception that has no line, and surrogates can only come from an odd decode.
-_YAML_BAD_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
+_YAML_BAD_CHAR = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]"
+)
 
 
 class _YamlLimit(yaml.MarkedYAMLError):
@@ -241,15 +251,20 @@ class _BoundedLoader(
             self._aliases += 1
             if self._aliases > MAX_YAML_ALIASES:
                 ev = self.peek_event()
-                raise _YamlLimit(None, None, f"more than {MAX_YAML_ALIASES} alias uses "
-                                 "(an alias bomb?)", ev.start_mark)  # fmt: skip
+                raise _YamlLimit(
+                    None,
+                    None,
+                    f"more than {MAX_YAML_ALIASES} alias uses (an alias bomb?)",
+                    ev.start_mark,
+                )
             return super().compose_node(parent, index)
         self._depth += 1
         try:
             if self._depth > MAX_YAML_DEPTH:
                 ev = self.peek_event()
-                raise _YamlLimit(None, None, f"nested more than {MAX_YAML_DEPTH} levels deep",
-                                 ev.start_mark)  # fmt: skip
+                raise _YamlLimit(
+                    None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", ev.start_mark
+                )
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -265,7 +280,9 @@ class _BoundedLoader(
             # a value this file cannot hold
             shown = node.value[:40] if isinstance(node.value, str) else node.tag
             raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read the value {shown!r}: {type(e).__name__}: {e}",
+                None,
+                None,
+                f"cannot read the value {shown!r}: {type(e).__name__}: {e}",
                 node.start_mark,
             ) from None
 
@@ -299,8 +316,12 @@ def _check_graph(root: yaml.Node, source: object, error: ErrorClass) -> None:
     def enter(node: yaml.Node) -> None:
         if isinstance(node, yaml.ScalarNode):
             if node.tag == _INT_TAG and len(node.value) > MAX_INT_DIGITS:
-                raise _fail(error, source, _line(node), f"number of {len(node.value)} "
-                            "characters is out of range")  # fmt: skip
+                raise _fail(
+                    error,
+                    source,
+                    _line(node),
+                    f"number of {len(node.value)} characters is out of range",
+                )
             size[id(node)] = 1
             return
         on_path.add(id(node))
@@ -321,8 +342,12 @@ def _check_graph(root: yaml.Node, source: object, error: ErrorClass) -> None:
         on_path.discard(id(node))
         total = 1 + sum(size[id(k)] for k in kids)
         if total > MAX_YAML_EXPANDED:
-            raise _fail(error, source, _line(node), f"expands to more than {MAX_YAML_EXPANDED} "
-                        "nodes through aliases (an alias bomb?)")  # fmt: skip
+            raise _fail(
+                error,
+                source,
+                _line(node),
+                f"expands to more than {MAX_YAML_EXPANDED} nodes through aliases (an alias bomb?)",
+            )
         size[id(node)] = total
 
 
@@ -333,11 +358,16 @@ def _check_keys(node: yaml.MappingNode, source: object, error: ErrorClass) -> No
             continue
         if not isinstance(k, yaml.ScalarNode) or k.tag != _STR_TAG:
             shown = k.value if isinstance(k, yaml.ScalarNode) else "a collection"
-            raise _fail(error, source, _line(k), f"mapping key {shown!r} must be a string "
-                        "(quote it)")  # fmt: skip
+            raise _fail(
+                error, source, _line(k), f"mapping key {shown!r} must be a string (quote it)"
+            )
         if k.value in names:
-            raise _fail(error, source, _line(k), f"duplicate key '{k.value}' (first defined "
-                        f"at line {_line(names[k.value])})")  # fmt: skip
+            raise _fail(
+                error,
+                source,
+                _line(k),
+                f"duplicate key '{k.value}' (first defined at line {_line(names[k.value])})",
+            )
         names[k.value] = k
 
 
@@ -349,8 +379,13 @@ def parse_yaml(
     bad = _YAML_BAD_CHAR.search(text)
     if bad:
         line = text.count("\n", 0, bad.start()) + 1
-        raise _fail(error, source, line, f"control character U+{ord(bad.group()):04X} "
-                    "is not allowed in YAML (write it as an escape in a quoted string)")  # fmt: skip
+        raise _fail(
+            error,
+            source,
+            line,
+            f"control character U+{ord(bad.group()):04X} "
+            "is not allowed in YAML (write it as an escape in a quoted string)",
+        )
     loader = _BoundedLoader(text)
     try:
         node = loader.get_single_node()
@@ -366,7 +401,9 @@ def parse_yaml(
             kind = ""
         if mark is None:
             raise _fail(error, source, None, f"{kind}{what}") from None
-        raise error(f"{source}:{mark.line + 1}:{mark.column + 1}: {kind}{_one_line(what)}") from None
+        raise error(
+            f"{source}:{mark.line + 1}:{mark.column + 1}: {kind}{_one_line(what)}"
+        ) from None
     except yaml.YAMLError as e:
         raise _fail(error, source, None, f"YAML error: {e}") from None
     except RecursionError:  # pragma: no cover - the depth cap comes first

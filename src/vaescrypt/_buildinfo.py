@@ -197,10 +197,17 @@ def build_probe(
         raise BuildError(f"no probe sources with a main() under {root / 'native' / 'probe'}")
     if work_dir is None:
         with tempfile.TemporaryDirectory(prefix="vc-probe-") as tmp:
-            return build_probe(dest, defines, root=root, work_dir=Path(tmp),
-                               extra_sources=extra_sources, link_args=link_args)
-    objs = compile_objects([*library_sources(root), *srcs, *extra_sources], work_dir, root=root,
-                           defines=defines)
+            return build_probe(
+                dest,
+                defines,
+                root=root,
+                work_dir=Path(tmp),
+                extra_sources=extra_sources,
+                link_args=link_args,
+            )
+    objs = compile_objects(
+        [*library_sources(root), *srcs, *extra_sources], work_dir, root=root, defines=defines
+    )
     # -z now: resolve every symbol at start-up, so no lazy PLT binding (ld.so
     # code) runs inside the probe's marked region and inflates traced mixes.
     return link_executable(objs, dest, extra=["-Wl,-z,now", *link_args])

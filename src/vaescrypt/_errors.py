@@ -62,7 +62,8 @@ def raise_for_stream_status(status: int, what: str, in_order: bool) -> None:
     if in_order and status == lib.VC_ERR_STATE:
         raise ConcurrentUseError(
             f"{what}: the stream is in use by another thread "
-            "(one thread at a time per stream; this call was refused and changed nothing)")
+            "(one thread at a time per stream; this call was refused and changed nothing)"
+        )
     _raise(status, what)
 
 

@@ -26,8 +26,13 @@ def function_address(name: str) -> int:
 
 def bind(mode: str) -> None:
     """Hand _fastcall the addresses of vc_<mode>_encrypt/decrypt/key_new/key_free."""
-    _fastcall.bind(mode, *(function_address(f"vc_{mode}_{fn}")
-                           for fn in ("encrypt", "decrypt", "key_new", "key_free")))
+    _fastcall.bind(
+        mode,
+        *(
+            function_address(f"vc_{mode}_{fn}")
+            for fn in ("encrypt", "decrypt", "key_new", "key_free")
+        ),
+    )
 
 
 def check_key(cls_name: str, key: object) -> memoryview:
@@ -39,15 +44,26 @@ def check_key(cls_name: str, key: object) -> memoryview:
     return view
 
 
-def make_key(kind: int, cls_name: str, key: object, impl: str | None, param_name: str,
-             param: Any, allowed: tuple[int, ...], check_param: Callable[[Any], None]) -> Any:
+def make_key(
+    kind: int,
+    cls_name: str,
+    key: object,
+    impl: str | None,
+    param_name: str,
+    param: Any,
+    allowed: tuple[int, ...],
+    check_param: Callable[[Any], None],
+) -> Any:
     """A _fastcall.KeyRef for AESGCM / AESCFB.  param is the class's integer
     parameter (tag length, segment size): `allowed` its values, check_param
     its error wording.  The common call (bytes key, impl None, a valid
     param) has nothing left to check in Python: a bad VAESCRYPT_CPU_MASK
     comes back from C as VC_ERR_CPU_MASK -> CpuMaskError."""
     if (
-        type(key) is bytes and impl is None and type(param) is int and param in allowed
+        type(key) is bytes
+        and impl is None
+        and type(param) is int
+        and param in allowed
         and len(key) in KEY_LENGTHS
     ):
         ref = _key_new(kind, key, _PATH_AUTO, param)

@@ -78,8 +78,21 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Odd sizes (63, 200, 300, 500, 4095) exercise the partial-block tails.
-DEFAULT_SIZES: tuple[int, ...] = (16, 63, 64, 200, 256, 300, 500, 512, 1420, 4095, 4096,
-                                  16384, 65536)
+DEFAULT_SIZES: tuple[int, ...] = (
+    16,
+    63,
+    64,
+    200,
+    256,
+    300,
+    500,
+    512,
+    1420,
+    4095,
+    4096,
+    16384,
+    65536,
+)
 ALL_MODES: tuple[str, ...] = ("gcm", "cfb128", "cfb8", "cfb1")
 ALL_DIRS: tuple[str, ...] = ("encrypt", "decrypt")
 KEY: bytes = bytes(range(32))
@@ -91,8 +104,7 @@ AES_ROUNDS: dict[int, int] = {128: 10, 192: 12, 256: 14}
 # Register widths whose AES issue rate is measured (vc_bench_aes_issue).
 ISSUE_WIDTHS: tuple[int, ...] = (128, 256, 512)
 # The widest AES instruction each path may execute; generic uses none.
-PATH_AES_WIDTH: dict[str, int] = {"aesni": 128, "vaes_avx2": 256, "avx10_256": 256,
-                                  "avx512": 512}
+PATH_AES_WIDTH: dict[str, int] = {"aesni": 128, "vaes_avx2": 256, "avx10_256": 256, "avx512": 512}
 
 
 class BenchError(Exception):
@@ -111,15 +123,15 @@ class Row:
     evp_mbps: float | None
     py_mbps: float | None
     crypto_mbps: float | None
-    roof_mbps: float | None = None       # issue-rate bound for this path (an upper bound)
+    roof_mbps: float | None = None  # issue-rate bound for this path (an upper bound)
     host_roof_mbps: float | None = None  # the same with the host's best AES width
-    ctr_mbps: float | None = None        # the zmm CTR loop (a reference, not a bound)
-    ctr_roof_mbps: float | None = None   # host roof for the CTR loop's work (no E(J0))
+    ctr_mbps: float | None = None  # the zmm CTR loop (a reference, not a bound)
+    ctr_roof_mbps: float | None = None  # host roof for the CTR loop's work (no E(J0))
     port_roof_mbps: float | None = None  # port-aware bound (AES + multiplies, see "port")
-    quiet: bool = True                   # at least one round was taken in the quiet state
-    rounds_kept: int = 0                 # rounds measured in the quiet state
-    rounds_taken: int = 0                # rounds measured in all (kept + dropped)
-    c_samples: list[float] = field(default_factory=list)    # per kept round, MB/s
+    quiet: bool = True  # at least one round was taken in the quiet state
+    rounds_kept: int = 0  # rounds measured in the quiet state
+    rounds_taken: int = 0  # rounds measured in all (kept + dropped)
+    c_samples: list[float] = field(default_factory=list)  # per kept round, MB/s
     evp_samples: list[float] = field(default_factory=list)
 
     @staticmethod
@@ -156,9 +168,15 @@ class Row:
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(c_vs_evp=self.c_vs_evp, py_vs_crypto=self.py_vs_crypto, c_vs_roof=self.c_vs_roof,
-                 c_vs_ctr=self.c_vs_ctr, c_vs_port=self.c_vs_port, c_spread=self.c_spread,
-                 evp_spread=self.evp_spread)
+        d.update(
+            c_vs_evp=self.c_vs_evp,
+            py_vs_crypto=self.py_vs_crypto,
+            c_vs_roof=self.c_vs_roof,
+            c_vs_ctr=self.c_vs_ctr,
+            c_vs_port=self.c_vs_port,
+            c_spread=self.c_spread,
+            evp_spread=self.evp_spread,
+        )
         return d
 
 
@@ -171,6 +189,7 @@ def spread(samples: Sequence[float]) -> float | None:
 
 
 # -------------------------------------------------------------------- roof --
+
 
 def aes_blocks(mode: str, size: int) -> int:
     """AES block encryptions one message of `size` bytes needs, at least.
@@ -220,10 +239,14 @@ def apply_roofs(rows: Sequence[Row], rates: dict[int, float]) -> None:
     for row in rows:
         rate = path_issue_rate(row.path, rates)
         row.roof_mbps = issue_roof_mbps(rate, row.key_bits, row.mode, row.size) if rate else None
-        row.host_roof_mbps = (issue_roof_mbps(host, row.key_bits, row.mode, row.size)
-                              if host else None)
-        row.ctr_roof_mbps = (issue_roof_mbps(host, row.key_bits, "ctr", row.size)
-                             if host and row.ctr_mbps is not None else None)
+        row.host_roof_mbps = (
+            issue_roof_mbps(host, row.key_bits, row.mode, row.size) if host else None
+        )
+        row.ctr_roof_mbps = (
+            issue_roof_mbps(host, row.key_bits, "ctr", row.size)
+            if host and row.ctr_mbps is not None
+            else None
+        )
 
 
 # Blocks per reduction of the wide paths' main loops (two batches share one:
@@ -245,8 +268,9 @@ def port_share(aes_rate: float, clmul_rate: float, passes_per_s: float, width: i
     return min(1.0, max(0.0, (t - hi) / lo)) if lo > 0 else 0.0
 
 
-def port_roof_mbps(aes_rate: float, clmul_rate: float, share: float, width: int,
-                   key_bits: int, size: int) -> float:
+def port_roof_mbps(
+    aes_rate: float, clmul_rate: float, share: float, width: int, key_bits: int, size: int
+) -> float:
     """The port-aware GCM bound in MB/s (see "port" in the module text): AES
     work of aes_blocks("gcm", size) blocks, multiply work of the hashed
     blocks (data, 16 B of AAD, the length block) at 3 products each plus
@@ -260,22 +284,25 @@ def port_roof_mbps(aes_rate: float, clmul_rate: float, share: float, width: int,
     return size / (max(a, m) + share * min(a, m)) / 1e6
 
 
-def apply_port_roofs(rows: Sequence[Row], aes: dict[int, float], clmul: dict[int, float],
-                     mix: dict[int, float]) -> dict[int, float]:
+def apply_port_roofs(
+    rows: Sequence[Row], aes: dict[int, float], clmul: dict[int, float], mix: dict[int, float]
+) -> dict[int, float]:
     """Fill port_roof_mbps for the GCM rows of the wide paths; returns the
     share measured per width (for the legend).  The share comes from the
     path's own width; the AES rate is the path's best usable one, as for
     the issue-rate roof, so the port bound never exceeds that roof."""
-    shares = {w: port_share(aes[w], clmul[w], mix[w], w)
-              for w in REDUCE_BLOCKS if aes.get(w) and clmul.get(w) and mix.get(w)}
+    shares = {
+        w: port_share(aes[w], clmul[w], mix[w], w)
+        for w in REDUCE_BLOCKS
+        if aes.get(w) and clmul.get(w) and mix.get(w)
+    }
     for row in rows:
         w = PATH_AES_WIDTH.get(row.path)
         rate = path_issue_rate(row.path, aes)
         if row.mode != "gcm" or w not in shares or rate is None:
             row.port_roof_mbps = None
             continue
-        row.port_roof_mbps = port_roof_mbps(rate, clmul[w], shares[w], w, row.key_bits,
-                                            row.size)
+        row.port_roof_mbps = port_roof_mbps(rate, clmul[w], shares[w], w, row.key_bits, row.size)
     return shares
 
 
@@ -291,18 +318,24 @@ def roof_violations(rows: Sequence[Row]) -> list[str]:
     for r in rows:
         point = f"{r.mode} {r.direction} AES-{r.key_bits} {r.size} B"
         checks: list[tuple[str, float | None, float | None]] = [
-            (f"{r.path} C", r.c_mbps, r.roof_mbps), (f"{r.path} py", r.py_mbps, r.roof_mbps)]
-        for name, v, roof in (("EVP", r.evp_mbps, r.host_roof_mbps),
-                              ("cryptography", r.crypto_mbps, r.host_roof_mbps),
-                              ("CTR loop", r.ctr_mbps, r.ctr_roof_mbps)):
+            (f"{r.path} C", r.c_mbps, r.roof_mbps),
+            (f"{r.path} py", r.py_mbps, r.roof_mbps),
+        ]
+        for name, v, roof in (
+            ("EVP", r.evp_mbps, r.host_roof_mbps),
+            ("cryptography", r.crypto_mbps, r.host_roof_mbps),
+            ("CTR loop", r.ctr_mbps, r.ctr_roof_mbps),
+        ):
             key = (r.mode, r.direction, r.key_bits, r.size, name)
             if key not in seen:
                 seen.add(key)
                 checks.append((name, v, roof))
         for name, v, roof in checks:
             if v is not None and roof and v > roof:
-                out.append(f"ROOF VIOLATED: {point}: {name} {v:.0f} MB/s > roof {roof:.0f} MB/s "
-                           f"({v / roof:.3f}x): the roof is wrong, not the path fast")
+                out.append(
+                    f"ROOF VIOLATED: {point}: {name} {v:.0f} MB/s > roof {roof:.0f} MB/s "
+                    f"({v / roof:.3f}x): the roof is wrong, not the path fast"
+                )
     return out
 
 
@@ -355,8 +388,9 @@ def _c_value(v: float) -> float | None:
     return v if v > 0 else None
 
 
-def _vaescrypt_op(mode: str, direction: str, path: str, key: bytes,
-                  size: int) -> Callable[[], object]:
+def _vaescrypt_op(
+    mode: str, direction: str, path: str, key: bytes, size: int
+) -> Callable[[], object]:
     import vaescrypt
 
     data = bytes(size)
@@ -372,8 +406,9 @@ def _vaescrypt_op(mode: str, direction: str, path: str, key: bytes,
     return lambda: fn(IV, data)
 
 
-def _cryptography_op(mode: str, direction: str, key: bytes,
-                     size: int) -> Callable[[], object] | None:
+def _cryptography_op(
+    mode: str, direction: str, key: bytes, size: int
+) -> Callable[[], object] | None:
     """The same operation through `cryptography`, or None (absent / no CFB1)."""
     try:
         from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
@@ -406,6 +441,7 @@ def _cryptography_op(mode: str, direction: str, key: bytes,
 
 # -------------------------------------------------------------------- main --
 
+
 @dataclass
 class Options:
     modes: list[str]
@@ -436,30 +472,52 @@ def _ints(text: str, what: str) -> list[int]:
 
 
 def parse_args(argv: Sequence[str] | None) -> Options:
-    ap = argparse.ArgumentParser(prog="python -m vaescrypt.bench",
-                                 description="vaescrypt throughput vs OpenSSL and cryptography")
+    ap = argparse.ArgumentParser(
+        prog="python -m vaescrypt.bench",
+        description="vaescrypt throughput vs OpenSSL and cryptography",
+    )
     ap.add_argument("--modes", default=",".join(ALL_MODES), help="gcm,cfb128,cfb8,cfb1")
     ap.add_argument("--directions", default=",".join(ALL_DIRS), help="encrypt,decrypt")
     ap.add_argument("--paths", default="", help="restrict to these paths (default: all usable)")
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="bytes")
     ap.add_argument("--key-bits", default="256", help="128,192,256")
-    ap.add_argument("--time", type=float, default=0.3,
-                    help="seconds per measurement, split over the rounds")
-    ap.add_argument("--rounds", type=int, default=5,
-                    help="interleaved rounds per point (each competitor keeps its best)")
+    ap.add_argument(
+        "--time", type=float, default=0.3, help="seconds per measurement, split over the rounds"
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="interleaved rounds per point (each competitor keeps its best)",
+    )
     ap.add_argument("--no-python", action="store_true", help="skip the Python-level timings")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    ap.add_argument("--slow-factor", type=float, default=1.10,
-                    help="a round is in the slow state when the integer chain around it took "
-                         "more than this times the run's quickest chain")
-    ap.add_argument("--retakes", type=int, default=5,
-                    help="extra rounds per point to replace rounds taken in the slow state")
+    ap.add_argument(
+        "--slow-factor",
+        type=float,
+        default=1.10,
+        help="a round is in the slow state when the integer chain around it took "
+        "more than this times the run's quickest chain",
+    )
+    ap.add_argument(
+        "--retakes",
+        type=int,
+        default=5,
+        help="extra rounds per point to replace rounds taken in the slow state",
+    )
     a = ap.parse_args(argv)
     opts = Options(
-        modes=_csv(a.modes), directions=_csv(a.directions), paths=_csv(a.paths) or None,
-        sizes=_ints(a.sizes, "sizes"), key_bits=_ints(a.key_bits, "key-bits"),
-        seconds=a.time, rounds=a.rounds, python=not a.no_python, as_json=a.json,
-        slow_factor=a.slow_factor, retakes=a.retakes,
+        modes=_csv(a.modes),
+        directions=_csv(a.directions),
+        paths=_csv(a.paths) or None,
+        sizes=_ints(a.sizes, "sizes"),
+        key_bits=_ints(a.key_bits, "key-bits"),
+        seconds=a.time,
+        rounds=a.rounds,
+        python=not a.no_python,
+        as_json=a.json,
+        slow_factor=a.slow_factor,
+        retakes=a.retakes,
     )
     for m in opts.modes:
         if m not in ALL_MODES:
@@ -518,11 +576,15 @@ class QuietState:
         return max(before, after) <= self.factor * ref
 
     def meta(self) -> dict[str, Any]:
-        return {"chain_quiet_ns": self.quiet_ns,
-                "chain_median_ns": statistics.median(self.samples) if self.samples else None,
-                "chain_samples": len(self.samples), "slow_factor": self.factor,
-                "rounds_dropped": self.rounds_dropped, "points_retaken": self.points_retaken,
-                "points_dropped": self.points_dropped}
+        return {
+            "chain_quiet_ns": self.quiet_ns,
+            "chain_median_ns": statistics.median(self.samples) if self.samples else None,
+            "chain_samples": len(self.samples),
+            "slow_factor": self.factor,
+            "rounds_dropped": self.rounds_dropped,
+            "points_retaken": self.points_retaken,
+            "points_dropped": self.points_dropped,
+        }
 
 
 def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
@@ -536,12 +598,16 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
         # this module loads: the production vaescrypt._native has none of them.
         from vaescrypt._bench import ffi, lib
     except ImportError as e:
-        raise BenchError(f"cannot import the benchmark extension vaescrypt._bench "
-                         f"(build it with `python3 setup.py build_ext --inplace`): {e}") from None
+        raise BenchError(
+            f"cannot import the benchmark extension vaescrypt._bench "
+            f"(build it with `python3 setup.py build_ext --inplace`): {e}"
+        ) from None
     if opts.paths:
         for p in opts.paths:
             if p not in vaescrypt.PATHS:
-                raise BenchError(f"unknown path {p!r}; expected some of {', '.join(vaescrypt.PATHS)}")
+                raise BenchError(
+                    f"unknown path {p!r}; expected some of {', '.join(vaescrypt.PATHS)}"
+                )
     cpu = pin_to_one_cpu()
     ver = lib.vc_bench_openssl_version()
     meta: dict[str, Any] = {
@@ -575,13 +641,31 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
         key = KEY[: bits // 8]
         for mode in opts.modes:
             for direction in opts.directions:
-                paths = [p for p in vaescrypt.available(mode, direction)
-                         if not opts.paths or p in opts.paths]
+                paths = [
+                    p
+                    for p in vaescrypt.available(mode, direction)
+                    if not opts.paths or p in opts.paths
+                ]
                 chosen = vaescrypt.selected(mode, direction)
                 m, d = mode_id(mode), dir_id(direction)
                 for size in opts.sizes:
-                    rows += _measure_point(opts, lib, mode, direction, m, d, paths, chosen, path_id,
-                                           bits, key, size, per_round, samples, quiet)
+                    rows += _measure_point(
+                        opts,
+                        lib,
+                        mode,
+                        direction,
+                        m,
+                        d,
+                        paths,
+                        chosen,
+                        path_id,
+                        bits,
+                        key,
+                        size,
+                        per_round,
+                        samples,
+                        quiet,
+                    )
                     if mode == "gcm":
                         _measure_ports(lib, clmul, mix, per_round / 4)
         meta.setdefault("keysetup", {})[bits] = _keysetup(opts, lib, key, bits, per_round)
@@ -590,17 +674,22 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
             loop.round()
         meta["py_loop_ns"] = loop.best * 1e9
     apply_roofs(rows, {w: max(v) for w, v in samples.items()})
-    shares = apply_port_roofs(rows, {w: max(v) for w, v in samples.items()},
-                              {w: max(v) for w, v in clmul.items()},
-                              {w: max(v) for w, v in mix.items()})
+    shares = apply_port_roofs(
+        rows,
+        {w: max(v) for w, v in samples.items()},
+        {w: max(v) for w, v in clmul.items()},
+        {w: max(v) for w, v in mix.items()},
+    )
     meta["clmul_issue_lane_mults_per_s"] = {str(w): max(v) for w, v in clmul.items()}
     meta["mix_passes_per_s"] = {str(w): max(v) for w, v in mix.items()}
     meta["port_share"] = {str(w): v for w, v in shares.items()}
     meta["quiet_state"] = quiet.meta()
     meta["aes_issue_lane_rounds_per_s"] = {
-        str(w): max(samples[w]) if w in samples else None for w in ISSUE_WIDTHS}
+        str(w): max(samples[w]) if w in samples else None for w in ISSUE_WIDTHS
+    }
     meta["aes_issue_median"] = {
-        str(w): statistics.median(samples[w]) if w in samples else None for w in ISSUE_WIDTHS}
+        str(w): statistics.median(samples[w]) if w in samples else None for w in ISSUE_WIDTHS
+    }
     meta["aes_issue_samples"] = max((len(v) for v in samples.values()), default=0)
     return rows, meta
 
@@ -615,8 +704,9 @@ def _measure_issue(lib: Any, samples: dict[int, list[float]], seconds: float) ->
             samples.setdefault(w, []).append(v)
 
 
-def _measure_ports(lib: Any, clmul: dict[int, list[float]], mix: dict[int, list[float]],
-                   seconds: float) -> None:
+def _measure_ports(
+    lib: Any, clmul: dict[int, list[float]], mix: dict[int, list[float]], seconds: float
+) -> None:
     """One sample of each width's multiply issue rate and mix pass rate."""
     for w in ISSUE_WIDTHS:
         v = _c_value(lib.vc_bench_clmul_issue(w, seconds))
@@ -628,10 +718,23 @@ def _measure_ports(lib: Any, clmul: dict[int, list[float]], mix: dict[int, list[
                 mix.setdefault(w, []).append(v)
 
 
-def _measure_point(opts: Options, lib: Any, mode: str, direction: str, m: int, d: int,
-                   paths: list[str], chosen: str, path_id: Callable[[str], int], bits: int,
-                   key: bytes, size: int, per_round: float,
-                   samples: dict[int, list[float]], quiet: QuietState) -> list[Row]:
+def _measure_point(
+    opts: Options,
+    lib: Any,
+    mode: str,
+    direction: str,
+    m: int,
+    d: int,
+    paths: list[str],
+    chosen: str,
+    path_id: Callable[[str], int],
+    bits: int,
+    key: bytes,
+    size: int,
+    per_round: float,
+    samples: dict[int, list[float]],
+    quiet: QuietState,
+) -> list[Row]:
     """One (mode, direction, size): every competitor, interleaved round by
     round (the AES issue rate too, into `samples`); roofs come later.  The
     integer chain is timed around each round: a round in the slow state is
@@ -651,8 +754,9 @@ def _measure_point(opts: Options, lib: Any, mode: str, direction: str, m: int, d
     if opts.python:
         crypto_fn = _cryptography_op(mode, direction, key, size)
         crypto = PyTimer(crypto_fn, per_round / 6) if crypto_fn else None
-        py = {p: PyTimer(_vaescrypt_op(mode, direction, p, key, size), per_round / 6)
-              for p in paths}
+        py = {
+            p: PyTimer(_vaescrypt_op(mode, direction, p, key, size), per_round / 6) for p in paths
+        }
     kept = taken = 0
     while kept < opts.rounds and taken < opts.rounds + opts.retakes:
         taken += 1
@@ -669,8 +773,11 @@ def _measure_point(opts: Options, lib: Any, mode: str, direction: str, m: int, d
             crypto.round()
         ok = quiet.is_quiet(before, quiet.read())
         kept += ok
-        for v, every, good in ((e, evp_all, evp_kept), (t, ctr_all, ctr_kept),
-                               *((cs[p], c_all[p], c_kept[p]) for p in paths)):
+        for v, every, good in (
+            (e, evp_all, evp_kept),
+            (t, ctr_all, ctr_kept),
+            *((cs[p], c_all[p], c_kept[p]) for p in paths),
+        ):
             if v is not None:
                 every.append(v)
                 if ok:
@@ -683,13 +790,27 @@ def _measure_point(opts: Options, lib: Any, mode: str, direction: str, m: int, d
     ctr = _best(ctr_kept if use_kept else ctr_all)
     for p in paths:
         c[p] = _best(c_kept[p] if use_kept else c_all[p])
-    return [Row(mode, direction, p, bits, size, p == chosen, c[p], evp,
-                py[p].mbps(size) if p in py else None,
-                crypto.mbps(size) if crypto is not None else None, ctr_mbps=ctr,
-                quiet=use_kept, rounds_kept=kept, rounds_taken=taken,
-                c_samples=c_kept[p] if use_kept else c_all[p],
-                evp_samples=evp_kept if use_kept else evp_all)
-            for p in paths]
+    return [
+        Row(
+            mode,
+            direction,
+            p,
+            bits,
+            size,
+            p == chosen,
+            c[p],
+            evp,
+            py[p].mbps(size) if p in py else None,
+            crypto.mbps(size) if crypto is not None else None,
+            ctr_mbps=ctr,
+            quiet=use_kept,
+            rounds_kept=kept,
+            rounds_taken=taken,
+            c_samples=c_kept[p] if use_kept else c_all[p],
+            evp_samples=evp_kept if use_kept else evp_all,
+        )
+        for p in paths
+    ]
 
 
 def _best(values: Sequence[float]) -> float | None:
@@ -704,18 +825,21 @@ def _cryptography_version() -> str | None:
     return str(cryptography.__version__)
 
 
-def _keysetup(opts: Options, lib: Any, key: bytes, bits: int,
-              per_round: float) -> dict[str, float | None]:
+def _keysetup(
+    opts: Options, lib: Any, key: bytes, bits: int, per_round: float
+) -> dict[str, float | None]:
     """Nanoseconds per key set-up: C loop (new + free), and the Python objects."""
     import vaescrypt
     from vaescrypt._names import impl_id, mode_id
 
     auto = impl_id("auto")
     out: dict[str, float | None] = {
-        "c_gcm_key_new_ns": _c_value(lib.vc_bench_keysetup(mode_id("gcm"), auto, bits,
-                                                           opts.seconds)),
-        "c_cfb_key_new_ns": _c_value(lib.vc_bench_keysetup(mode_id("cfb128"), auto, bits,
-                                                           opts.seconds)),
+        "c_gcm_key_new_ns": _c_value(
+            lib.vc_bench_keysetup(mode_id("gcm"), auto, bits, opts.seconds)
+        ),
+        "c_cfb_key_new_ns": _c_value(
+            lib.vc_bench_keysetup(mode_id("cfb128"), auto, bits, opts.seconds)
+        ),
         "py_vaescrypt_AESGCM_ns": None,
         "py_cryptography_AESGCM_ns": None,
     }
@@ -725,6 +849,7 @@ def _keysetup(opts: Options, lib: Any, key: bytes, bits: int,
     theirs: PyTimer | None = None
     try:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         theirs = PyTimer(lambda: AESGCM(key), per_round / 6)
     except ImportError:
         pass
@@ -739,6 +864,7 @@ def _keysetup(opts: Options, lib: Any, key: bytes, bits: int,
 
 # ----------------------------------------------------------------- targets --
 
+
 def check_targets(rows: Sequence[Row]) -> list[str]:
     """The issue's targets (AES-256, the selected path, from Python, ratio to
     `cryptography`): one line each, MET or MISSED with the worst point."""
@@ -746,14 +872,42 @@ def check_targets(rows: Sequence[Row]) -> list[str]:
     # (text, mode, direction, sizes the goal covers, ratio needed)
     goals: list[tuple[str, str, str, Callable[[int], bool], float]] = []
     for dname in ("encrypt", "decrypt"):
-        goals.append((f"GCM {dname}: beats cryptography at every size >= 64", "gcm", dname,
-                      lambda n: n >= 64, 1.0))
-        goals.append((f"GCM {dname}: >= 1.7x cryptography at 16 KiB", "gcm", dname,
-                      lambda n: n == 16384, 1.7))
-    goals.append(("CFB128 decrypt: >= 1.1x cryptography (every size)", "cfb128", "decrypt",
-                  lambda n: True, 1.1))
-    goals.append(("CFB128 encrypt: >= 1.0x cryptography (every size)", "cfb128", "encrypt",
-                  lambda n: True, 1.0))
+        goals.append(
+            (
+                f"GCM {dname}: beats cryptography at every size >= 64",
+                "gcm",
+                dname,
+                lambda n: n >= 64,
+                1.0,
+            )
+        )
+        goals.append(
+            (
+                f"GCM {dname}: >= 1.7x cryptography at 16 KiB",
+                "gcm",
+                dname,
+                lambda n: n == 16384,
+                1.7,
+            )
+        )
+    goals.append(
+        (
+            "CFB128 decrypt: >= 1.1x cryptography (every size)",
+            "cfb128",
+            "decrypt",
+            lambda n: True,
+            1.1,
+        )
+    )
+    goals.append(
+        (
+            "CFB128 encrypt: >= 1.0x cryptography (every size)",
+            "cfb128",
+            "encrypt",
+            lambda n: True,
+            1.0,
+        )
+    )
     lines = []
     for text, mode, direction, covers, need in goals:
         pts = [r for r in sel if r.mode == mode and r.direction == direction and covers(r.size)]
@@ -774,46 +928,99 @@ def _fmt(v: float | None, ratio: bool = False) -> str:
 
 
 def render_table(rows: Sequence[Row], meta: dict[str, Any]) -> str:
-    head = ("mode", "dir", "path", "bits", "size", "C MB/s", "EVP MB/s", "C/EVP", "quiet",
-            "py MB/s", "crypto MB/s", "py/crypto", "port MB/s", "C/port", "roof MB/s", "C/roof",
-            "CTR MB/s", "C/CTR")
+    head = (
+        "mode",
+        "dir",
+        "path",
+        "bits",
+        "size",
+        "C MB/s",
+        "EVP MB/s",
+        "C/EVP",
+        "quiet",
+        "py MB/s",
+        "crypto MB/s",
+        "py/crypto",
+        "port MB/s",
+        "C/port",
+        "roof MB/s",
+        "C/roof",
+        "CTR MB/s",
+        "C/CTR",
+    )
     over = {id(r) for r in rows if r.c_mbps and r.roof_mbps and r.c_mbps > r.roof_mbps}
-    body = [(r.mode, r.direction[:3], r.path + ("*" if r.selected else ""), str(r.key_bits),
-             str(r.size), _fmt(r.c_mbps),
-             _fmt(r.evp_mbps), _fmt(r.c_vs_evp, True), _quiet_cell(r), _fmt(r.py_mbps),
-             _fmt(r.crypto_mbps), _fmt(r.py_vs_crypto, True), _fmt(r.port_roof_mbps),
-             _fmt(r.c_vs_port, True), _fmt(r.roof_mbps),
-             _fmt(r.c_vs_roof, True) + ("!" if id(r) in over else ""),
-             _fmt(r.ctr_mbps), _fmt(r.c_vs_ctr, True))
-            for r in rows]
+    body = [
+        (
+            r.mode,
+            r.direction[:3],
+            r.path + ("*" if r.selected else ""),
+            str(r.key_bits),
+            str(r.size),
+            _fmt(r.c_mbps),
+            _fmt(r.evp_mbps),
+            _fmt(r.c_vs_evp, True),
+            _quiet_cell(r),
+            _fmt(r.py_mbps),
+            _fmt(r.crypto_mbps),
+            _fmt(r.py_vs_crypto, True),
+            _fmt(r.port_roof_mbps),
+            _fmt(r.c_vs_port, True),
+            _fmt(r.roof_mbps),
+            _fmt(r.c_vs_roof, True) + ("!" if id(r) in over else ""),
+            _fmt(r.ctr_mbps),
+            _fmt(r.c_vs_ctr, True),
+        )
+        for r in rows
+    ]
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
-    lines = [(f"OpenSSL (EVP, C loop): {meta['openssl'] or 'unavailable'}; "
-              f"cryptography {meta.get('cryptography') or 'unavailable'}; "
-              f"pinned to CPU {meta.get('pinned_cpu')}; {meta.get('rounds')} interleaved rounds, "
-              f"{meta.get('seconds_per_point')} s per point; * = dispatcher's path")]
+    lines = [
+        (
+            f"OpenSSL (EVP, C loop): {meta['openssl'] or 'unavailable'}; "
+            f"cryptography {meta.get('cryptography') or 'unavailable'}; "
+            f"pinned to CPU {meta.get('pinned_cpu')}; {meta.get('rounds')} interleaved rounds, "
+            f"{meta.get('seconds_per_point')} s per point; * = dispatcher's path"
+        )
+    ]
     for line in (head, *body):
-        lines.append("  ".join(c.rjust(w) if i >= 3 else c.ljust(w)
-                               for i, (c, w) in enumerate(zip(line, widths))))
+        lines.append(
+            "  ".join(
+                c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))
+            )
+        )
     lines += ["", *roof_legend(meta), *port_legend(meta), *quiet_legend(meta)]
     if meta.get("py_loop_ns"):
-        lines.append(f"py, crypto = from Python, a lambda called in a loop: {meta['py_loop_ns']:.0f} ns "
-                     "per call of both is the loop's own (an empty lambda).")
+        lines.append(
+            f"py, crypto = from Python, a lambda called in a loop: {meta['py_loop_ns']:.0f} ns "
+            "per call of both is the loop's own (an empty lambda)."
+        )
     violations = roof_violations(rows)
     if violations:
-        lines += ["", (f"!!! {len(violations)} measurement(s) above their roof: the roof "
-                       "is too low (a bug in the bench), not a path faster than the hardware:"),
-                  *(f"!!! {v}" for v in violations)]
+        lines += [
+            "",
+            (
+                f"!!! {len(violations)} measurement(s) above their roof: the roof "
+                "is too low (a bug in the bench), not a path faster than the hardware:"
+            ),
+            *(f"!!! {v}" for v in violations),
+        ]
     for bits, ks in sorted(meta.get("keysetup", {}).items()):
         lines.append("")
         lines.append(f"Key set-up, AES-{bits} (ns per key):")
-        lines.append(f"  C loop  vc_gcm_key_new+free {_fmt(ks['c_gcm_key_new_ns'])}   "
-                     f"vc_cfb_key_new+free {_fmt(ks['c_cfb_key_new_ns'])}")
-        lines.append(f"  Python  vaescrypt.AESGCM(key) {_fmt(ks['py_vaescrypt_AESGCM_ns'])}   "
-                     f"cryptography AESGCM(key) {_fmt(ks['py_cryptography_AESGCM_ns'])}")
+        lines.append(
+            f"  C loop  vc_gcm_key_new+free {_fmt(ks['c_gcm_key_new_ns'])}   "
+            f"vc_cfb_key_new+free {_fmt(ks['c_cfb_key_new_ns'])}"
+        )
+        lines.append(
+            f"  Python  vaescrypt.AESGCM(key) {_fmt(ks['py_vaescrypt_AESGCM_ns'])}   "
+            f"cryptography AESGCM(key) {_fmt(ks['py_cryptography_AESGCM_ns'])}"
+        )
     targets = check_targets(rows)
     if targets:
-        lines += ["", "Targets (AES-256, dispatcher's path, from Python vs cryptography):",
-                  *targets]
+        lines += [
+            "",
+            "Targets (AES-256, dispatcher's path, from Python vs cryptography):",
+            *targets,
+        ]
     return "\n".join(lines)
 
 
@@ -835,10 +1042,16 @@ def quiet_legend(meta: dict[str, Any]) -> list[str]:
         "quiet = rounds kept/taken: the integer chain (64 dependent multiplies) timed around",
         "  each round; a round is dropped (and re-taken) when it read above "
         f"{q['slow_factor']:.2f} x the quickest chain"
-        + (f" ({ref:.1f} ns; median {med:.1f} ns over {q['chain_samples']} probes)"
-           if ref and med else "") + ".",
-        (f"  {q['rounds_dropped']} round(s) dropped, {q['points_retaken']} point(s) re-taken, "
-         f"{q['points_dropped']} point(s) dropped (no quiet round; figures kept, marked ~)."),
+        + (
+            f" ({ref:.1f} ns; median {med:.1f} ns over {q['chain_samples']} probes)"
+            if ref and med
+            else ""
+        )
+        + ".",
+        (
+            f"  {q['rounds_dropped']} round(s) dropped, {q['points_retaken']} point(s) re-taken, "
+            f"{q['points_dropped']} point(s) dropped (no quiet round; figures kept, marked ~)."
+        ),
     ]
 
 
@@ -850,13 +1063,18 @@ def port_legend(meta: dict[str, Any]) -> list[str]:
         return []
     aes = meta.get("aes_issue_lane_rounds_per_s") or {}
     clm = meta.get("clmul_issue_lane_mults_per_s") or {}
-    parts = [f"{names.get(w, w)}: AES {aes[w] / 1e9:.2f}, multiply {clm[w] / 1e9:.2f} "
-             f"(10^9 lane-ops/s), share {v:.2f}"
-             for w, v in sorted(shares.items()) if aes.get(w) and clm.get(w)]
-    return ["port = port-aware bound (GCM, wide paths): AES rounds + carry-less multiplies +",
-            "  reductions per 16 B at each one's measured rate, time max(A, M) + share x min(A, M);",
-            "  share from a 27 VAESENC + 6 VPCLMULQDQ loop (0 separate ports, 1 one port).",
-            "  " + "; ".join(parts) + "."]
+    parts = [
+        f"{names.get(w, w)}: AES {aes[w] / 1e9:.2f}, multiply {clm[w] / 1e9:.2f} "
+        f"(10^9 lane-ops/s), share {v:.2f}"
+        for w, v in sorted(shares.items())
+        if aes.get(w) and clm.get(w)
+    ]
+    return [
+        "port = port-aware bound (GCM, wide paths): AES rounds + carry-less multiplies +",
+        "  reductions per 16 B at each one's measured rate, time max(A, M) + share x min(A, M);",
+        "  share from a 27 VAESENC + 6 VPCLMULQDQ loop (0 separate ports, 1 one port).",
+        "  " + "; ".join(parts) + ".",
+    ]
 
 
 def roof_legend(meta: dict[str, Any]) -> list[str]:
@@ -867,14 +1085,18 @@ def roof_legend(meta: dict[str, Any]) -> list[str]:
     measured = ", ".join(
         f"{names.get(w, w)} {v / 1e9:.2f}"
         + (f" (median {medians[w] / 1e9:.2f})" if medians.get(w) else "")
-        for w, v in rates.items() if v)
+        for w, v in rates.items()
+        if v
+    )
     n = meta.get("aes_issue_samples")
     return [
         "roof = upper bound from the AES issue rate: blocks x Nr round instructions at the",
         "  best lane-rounds/s the path's widths reached (GCM blocks = ceil(size/16) + 1 for",
         "  E(J0); round-0 XOR not counted).  10^9 lane-rounds/s, best"
-        + (f" of {n} samples" if n else "") + ": "
-        + (measured or "none (no AES unit the bench can drive)") + ".",
+        + (f" of {n} samples" if n else "")
+        + ": "
+        + (measured or "none (no AES unit the bench can drive)")
+        + ".",
         "CTR = a bare zmm VAES CTR loop (no GHASH): a measured reference, NOT a bound.",
     ]
 
@@ -891,9 +1113,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     violations = roof_violations(rows)
     if opts.as_json:
-        print(json.dumps({**meta, "results": [r.as_json() for r in rows],
-                          "targets": check_targets(rows), "roof_violations": violations},
-                         indent=2))
+        print(
+            json.dumps(
+                {
+                    **meta,
+                    "results": [r.as_json() for r in rows],
+                    "targets": check_targets(rows),
+                    "roof_violations": violations,
+                },
+                indent=2,
+            )
+        )
     else:
         print(render_table(rows, meta))
     for v in violations:  # loud on the terminal even when stdout goes to a file

@@ -72,8 +72,16 @@ class AESCFB:
     ) -> None:
         # _ref (a _fastcall.KeyRef) owns the native key and frees it with
         # this object; the C methods read the key and segment size from it.
-        self._ref = make_key(_fastcall.KEY_CFB, "AESCFB", key, impl, "segment_size",
-                             segment_size, SEGMENT_SIZES, _check_segment_size)
+        self._ref = make_key(
+            _fastcall.KEY_CFB,
+            "AESCFB",
+            key,
+            impl,
+            "segment_size",
+            segment_size,
+            SEGMENT_SIZES,
+            _check_segment_size,
+        )
         self._segment_size = segment_size
 
     @property
@@ -125,8 +133,9 @@ class AESCFB:
         return CfbStream(self, 1, iv)
 
 
-def _one_shot(owner: object, fn: Any, iv: object, data: object, bits: int | None,
-              what: str) -> bytes:
+def _one_shot(
+    owner: object, fn: Any, iv: object, data: object, bits: int | None, what: str
+) -> bytes:
     # A function, not a method: AESCFB.encrypt(an_aesgcm, ...) reaches here
     # and is refused by key_ref (TypeError), not by a missing attribute.
     # The KeyRef is held for the whole call (cffi releases the GIL; a
@@ -142,6 +151,7 @@ def _one_shot(owner: object, fn: Any, iv: object, data: object, bits: int | None
 
 
 KEY_CLASSES[_KIND] = AESCFB
+
 
 class CfbStream:
     """Streaming CFB in one direction.  CFB128/CFB8: any chunk sizes.  CFB1:

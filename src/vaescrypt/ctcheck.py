@@ -30,7 +30,9 @@ def build(work: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m vaescrypt.ctcheck", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m vaescrypt.ctcheck", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--measurements", type=int, default=200_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true", help="print the raw JSON lines")
@@ -43,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         proc = subprocess.run(
             ["taskset", "-c", "0", str(exe), str(args.measurements), str(args.seed)],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
     if proc.returncode != 0:
         print(f"ctcheck: {proc.stderr.strip() or 'failed'}", file=sys.stderr)
@@ -59,11 +63,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(line)
         else:
-            print(f"{row['test']:<36} n={row['measurements']:<8} max|t|={row['max_abs_t']:7.2f}"
-                  f"  {row['verdict']}")
+            print(
+                f"{row['test']:<36} n={row['measurements']:<8} max|t|={row['max_abs_t']:7.2f}"
+                f"  {row['verdict']}"
+            )
     if not control_caught:
-        print("ctcheck: the positive control was not detected: the measurement cannot see "
-              "leaks on this machine (results above are meaningless)", file=sys.stderr)
+        print(
+            "ctcheck: the positive control was not detected: the measurement cannot see "
+            "leaks on this machine (results above are meaningless)",
+            file=sys.stderr,
+        )
         return 2
     return 0 if worst < 10 else 1
 

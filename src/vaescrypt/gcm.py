@@ -71,8 +71,16 @@ class AESGCM:
     ) -> None:
         # _ref (a _fastcall.KeyRef) owns the native key and frees it with
         # this object; the C methods read the key and tag length from it.
-        self._ref = make_key(_fastcall.KEY_GCM, "AESGCM", key, impl, "tag_length", tag_length,
-                             TAG_LENGTHS, _check_tag_length)
+        self._ref = make_key(
+            _fastcall.KEY_GCM,
+            "AESGCM",
+            key,
+            impl,
+            "tag_length",
+            tag_length,
+            TAG_LENGTHS,
+            _check_tag_length,
+        )
         self._tag_length = tag_length
 
     @property
@@ -120,8 +128,16 @@ class AESGCM:
         total = n + tl
         sc = take(total)
         st = _gcm_encrypt(
-            _cast(_KEY_P, ref.addr), cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv), sc[U8], n,
-            at(sc, n), tl,
+            _cast(_KEY_P, ref.addr),
+            cbuf(nv),
+            len(nv),
+            cbuf(av),
+            len(av),
+            cbuf(dv),
+            sc[U8],
+            n,
+            at(sc, n),
+            tl,
         )
         return result(sc, st, total, "AESGCM.encrypt")
 
@@ -144,8 +160,16 @@ class AESGCM:
         _check_data_length(n, "AESGCM.decrypt")
         sc = take(n)
         st = _gcm_decrypt(
-            _cast(_KEY_P, ref.addr), cbuf(nv), len(nv), cbuf(av), len(av), cbuf(dv[:n]), sc[U8],
-            n, cbuf(dv[n:]), tl,
+            _cast(_KEY_P, ref.addr),
+            cbuf(nv),
+            len(nv),
+            cbuf(av),
+            len(av),
+            cbuf(dv[:n]),
+            sc[U8],
+            n,
+            cbuf(dv[n:]),
+            tl,
         )
         return result(sc, st, n, "AESGCM.decrypt")
 
@@ -170,6 +194,7 @@ class AESGCM:
 
 
 KEY_CLASSES[_KIND] = AESGCM
+
 
 class _GcmStream:
     """One message.  The C stream borrows its key, so the stream holds the
@@ -216,8 +241,9 @@ class _GcmStream:
             wrong_self(self, "GcmEncryptor or GcmDecryptor", "update_aad")
         self._check_open()
         v = as_view("associated_data", data)
-        raise_for_stream_status(lib.vc_gcm_stream_aad(self._s, cbuf(v), len(v)), "update_aad",
-                                not self._data)
+        raise_for_stream_status(
+            lib.vc_gcm_stream_aad(self._s, cbuf(v), len(v)), "update_aad", not self._data
+        )
 
     def update(self, data: bytes | bytearray | memoryview) -> bytes:
         if not isinstance(self, _GcmStream):
@@ -265,7 +291,8 @@ class GcmEncryptor(_GcmStream):
             lib.vc_gcm_stream_finish(
                 self._s, ffi.from_buffer("uint8_t[]", tag, require_writable=True), len(tag)
             ),
-            "finalize", True,
+            "finalize",
+            True,
         )
         self._done = True
         self._tag = bytes(tag)

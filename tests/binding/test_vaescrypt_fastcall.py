@@ -29,14 +29,29 @@ from vaescrypt._names import path_id
 SEED = 0x5EED_FA57
 # Around the GIL-release thresholds, the 16-byte block, and the old scratch
 # pool's limit (1 MiB), above which the cffi path allocates its own buffer.
-SIZES = sorted({
-    0, 1, 15, 16, 17, 63, 64, 255, 256, 1420,
-    _fastcall.CFB_ENCRYPT_GIL_RELEASE_MIN - 1, _fastcall.CFB_ENCRYPT_GIL_RELEASE_MIN,
-    _fastcall.GCM_GIL_RELEASE_MIN - 1, _fastcall.GCM_GIL_RELEASE_MIN,
-    _fastcall.GCM_GIL_RELEASE_MIN + 17,
-    _fastcall.CFB_DECRYPT_GIL_RELEASE_MIN - 1, _fastcall.CFB_DECRYPT_GIL_RELEASE_MIN,
-    65536 + 5, (1 << 20) + 3,
-})
+SIZES = sorted(
+    {
+        0,
+        1,
+        15,
+        16,
+        17,
+        63,
+        64,
+        255,
+        256,
+        1420,
+        _fastcall.CFB_ENCRYPT_GIL_RELEASE_MIN - 1,
+        _fastcall.CFB_ENCRYPT_GIL_RELEASE_MIN,
+        _fastcall.GCM_GIL_RELEASE_MIN - 1,
+        _fastcall.GCM_GIL_RELEASE_MIN,
+        _fastcall.GCM_GIL_RELEASE_MIN + 17,
+        _fastcall.CFB_DECRYPT_GIL_RELEASE_MIN - 1,
+        _fastcall.CFB_DECRYPT_GIL_RELEASE_MIN,
+        65536 + 5,
+        (1 << 20) + 3,
+    }
+)
 VC_ERR_TAG_LENGTH = int(lib.VC_ERR_TAG_LENGTH)
 
 
@@ -72,7 +87,9 @@ def test_gcm_fast_matches_cffi(path: str, rng: random.Random) -> None:
         aad = rng.choice((None, b"", rng.randbytes(rng.randrange(1, 100))))
         s0, o0 = seal.hits, open_.hits
         fast = g.encrypt(nonce, data, aad)
-        views = g.encrypt(bytearray(nonce), memoryview(data), None if aad is None else bytearray(aad))
+        views = g.encrypt(
+            bytearray(nonce), memoryview(data), None if aad is None else bytearray(aad)
+        )
         assert seal.hits == s0 + 2  # bytes and views: C
         slow = g.encrypt(nonce, data, associated_data=aad)
         assert seal.hits == s0 + 2
@@ -176,7 +193,8 @@ def test_gcm_errors_identical(tag_length: int) -> None:
     # The length is checked before the nonce, for every argument type.
     for kind in (bytes, bytearray):
         assert _error(lambda: g.decrypt(kind(), kind(), None)) == (  # noqa: B023
-            vaescrypt.InvalidTag, "AESGCM.decrypt: data shorter than the tag"
+            vaescrypt.InvalidTag,
+            "AESGCM.decrypt: data shorter than the tag",
         )
 
 
@@ -249,7 +267,9 @@ def test_key_new_statuses_and_ownership() -> None:
     assert _fastcall.key_new(cfb_, bytes(33), auto, 128) == VC_ERR_KEY_LENGTH
     # CFB8 may never take a VAES path: refused here as in the cffi binding.
     assert _fastcall.key_new(cfb_, bytes(16), path_id("avx512"), 8) in (
-        VC_ERR_INELIGIBLE, VC_ERR_UNSUPPORTED)
+        VC_ERR_INELIGIBLE,
+        VC_ERR_UNSUPPORTED,
+    )
     with pytest.raises(ValueError, match="unknown key kind"):
         _fastcall.key_new(7, bytes(16), auto, 16)
     ref = _fastcall.key_new(gcm_, bytearray(32), auto, 16)  # any buffer is accepted
@@ -270,8 +290,10 @@ def _rss_kib() -> int:
     raise AssertionError("no VmRSS in /proc/self/status")
 
 
-@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
-                    reason="under ASan freed memory sits in its quarantine: RSS says nothing")
+@pytest.mark.skipif(
+    "libasan" in os.environ.get("LD_PRELOAD", ""),
+    reason="under ASan freed memory sits in its quarantine: RSS says nothing",
+)
 def test_dropped_keys_are_freed() -> None:
     """A native key is ~3 KiB: 60000 leaked keys would add ~180 MiB."""
     keys = [bytes([i % 251]) * 32 for i in range(64)]
@@ -305,8 +327,7 @@ def test_fast_method_behaves_like_the_python_method() -> None:
 
     enc = vaescrypt.AESGCM.encrypt
     assert type(enc) is _fastcall.FastMethod
-    assert list(inspect.signature(enc).parameters) == [
-        "self", "nonce", "data", "associated_data"]
+    assert list(inspect.signature(enc).parameters) == ["self", "nonce", "data", "associated_data"]
     assert enc.__name__ == "encrypt" and enc.__qualname__ == "AESGCM.encrypt"
     assert enc.__doc__ == "Ciphertext || tag."
     g = vaescrypt.AESGCM(bytes(16), tag_length=12)

@@ -64,7 +64,9 @@ class _Worker(threading.Thread):
             self.error = e
 
 
-def _race_one_big_call(update: Callable[[bytes], bytes], big: int) -> tuple[bytes, list[bytes], int]:
+def _race_one_big_call(
+    update: Callable[[bytes], bytes], big: int
+) -> tuple[bytes, list[bytes], int]:
     """A worker makes one long update (big zero bytes, seconds of C at worst
     with the GIL released); meanwhile this thread makes 1-byte updates until
     the worker is done.  (worker's output, this thread's outputs, refusals)."""
@@ -103,13 +105,14 @@ def test_gcm_stream_refuses_a_second_thread_and_stays_consistent() -> None:
         ks, tag = _gcm_tag_of_zeros(KEY1, total)
         assert enc.tag == tag, "stream state corrupted by the concurrent calls"
         at = ks.find(big_out[:64])
-        assert at >= 0 and ks[at:at + BIG] == big_out
+        assert at >= 0 and ks[at : at + BIG] == big_out
         assert all(len(b) == 1 and b in ks for b in mine)
         if refused:
             break
     assert refused > 0, (
         f"in {ATTEMPTS} attempts, no 1-byte update overlapped another thread's 16 MiB "
-        "update of the same stream, or concurrent use was not refused")
+        "update of the same stream, or concurrent use was not refused"
+    )
 
 
 @pytest.mark.parametrize("segment_size", [128, 8])
@@ -126,7 +129,7 @@ def test_cfb_stream_refuses_a_second_thread_and_stays_consistent(segment_size: i
         expect = refn(KEY1, IV, bytes(total + 40), True)
         assert enc.update(bytes(40)) == expect[total:], "CFB stream state corrupted"
         at = expect.find(big_out[:64])
-        assert at >= 0 and expect[at:at + big] == big_out
+        assert at >= 0 and expect[at : at + big] == big_out
         if refused:
             break
     assert refused > 0, f"in {ATTEMPTS} attempts, concurrent use of one CFB stream was not refused"
@@ -247,8 +250,10 @@ def test_c_stream_call_while_busy_is_vc_err_state_and_changes_nothing() -> None:
     assert bytes(ffi.buffer(raw, CTX + 144)) == before and bytes(out) == bytes(5)
     raw[CTX + 144] = 0
     assert lib.vc_gcm_stream_update(s, b"hello", out, 5) == lib.VC_OK
-    assert bytes(x ^ y for x, y in zip(bytes(out), b"hello", strict=True)) == (
-        _gcm_tag_of_zeros(KEY1, 5)[0])
+    assert (
+        bytes(x ^ y for x, y in zip(bytes(out), b"hello", strict=True))
+        == (_gcm_tag_of_zeros(KEY1, 5)[0])
+    )
 
 
 # -------------------------------------------- stream indices stay in range --
@@ -258,8 +263,9 @@ def _u32_at(raw: object, off: int) -> int:
     return int.from_bytes(bytes(ffi.buffer(raw + off, 4)), "little")  # type: ignore[operator]
 
 
-def _find_index(raw: object, lo: int, hi: int, step: Callable[[], None],
-                values: tuple[int, int]) -> int:
+def _find_index(
+    raw: object, lo: int, hi: int, step: Callable[[], None], values: tuple[int, int]
+) -> int:
     """The offset of the 4-byte field in [lo, hi) that is values[0] now and
     values[1] after step() (the partial-block index, found, not assumed;
     the byte count differs from both values)."""
@@ -280,8 +286,9 @@ def _find_index(raw: object, lo: int, hi: int, step: Callable[[], None],
         (AESCFB, (IV,), CTX + 48, CTX + 80, (16, 16)),
     ],
 )
-def test_partial_block_index_is_bounded(cls: type, start: tuple[object, ...], lo: int,
-                                        hi: int, past_buf: tuple[int, int]) -> None:
+def test_partial_block_index_is_bounded(
+    cls: type, start: tuple[object, ...], lo: int, hi: int, past_buf: tuple[int, int]
+) -> None:
     """A corrupted partial-block index (GCM's nbuf, CFB128's num: what a race
     the busy flag missed could leave) must not index the 16-byte buffer past
     its end: here it would overwrite the context's pointers, the `size`
@@ -374,8 +381,11 @@ def test_one_shot_holds_its_key_while_another_thread_rekeys() -> None:
 def _overlap_views(n: int, shift: int) -> tuple[bytearray, memoryview, memoryview]:
     buf = bytearray(range(256)) * 2
     mv = memoryview(buf)
-    return (buf, mv[:n], mv[shift:shift + n]) if shift >= 0 else (buf, mv[-shift:-shift + n],
-                                                                   mv[:n])
+    return (
+        (buf, mv[:n], mv[shift : shift + n])
+        if shift >= 0
+        else (buf, mv[-shift : -shift + n], mv[:n])
+    )
 
 
 @pytest.mark.parametrize("shift", [16, 1, -16, -5])
@@ -403,9 +413,13 @@ def test_exact_in_place_and_adjacent_buffers_stay_allowed(kind: str) -> None:
         mk = lambda: AESGCM(KEY1).encryptor(NONCE)
     else:
         seg = {"cfb128": 128, "cfb8": 8, "cfb1": 1}[kind]
-        expect = (ref.cfb128(KEY1, IV, data, True) if seg == 128 else
-                  ref.cfb8(KEY1, IV, data, True) if seg == 8 else
-                  ref.cfb1(KEY1, IV, data, 8 * len(data), True))
+        expect = (
+            ref.cfb128(KEY1, IV, data, True)
+            if seg == 128
+            else ref.cfb8(KEY1, IV, data, True)
+            if seg == 8
+            else ref.cfb1(KEY1, IV, data, 8 * len(data), True)
+        )
         mk = lambda: AESCFB(KEY1, segment_size=seg).encryptor(IV)
     buf = bytearray(data)
     mk().update_into(buf, buf)  # in place: same address, same length
@@ -423,9 +437,11 @@ def test_c_one_shots_refuse_partial_overlap() -> None:
     for i_off, o_off in ((0, 16), (16, 0), (0, 1)):
         i, o = buf + i_off, buf + o_off
         assert lib.vc_gcm_encrypt(g._key, NONCE, 12, ffi.NULL, 0, i, o, 64, tag, 16) == (
-            lib.VC_ERR_OVERLAP)
+            lib.VC_ERR_OVERLAP
+        )
         assert lib.vc_gcm_decrypt(g._key, NONCE, 12, ffi.NULL, 0, i, o, 64, tag, 16) == (
-            lib.VC_ERR_OVERLAP)
+            lib.VC_ERR_OVERLAP
+        )
         assert lib.vc_cfb_encrypt(c._key, IV, i, o, 64) == lib.VC_ERR_OVERLAP
         assert lib.vc_cfb_decrypt(c._key, IV, i, o, 64) == lib.VC_ERR_OVERLAP
     assert lib.vc_gcm_encrypt(g._key, NONCE, 12, ffi.NULL, 0, buf, buf, 64, tag, 16) == 0
@@ -448,7 +464,7 @@ def test_gcm_finish_wipes_ekj0_and_ghash_state(direction: str) -> None:
     stream.update(bytes(21) if direction == "encrypt" else ct)
     raw = ffi.cast("uint8_t *", stream._s) + CTX
     secret = bytes(ffi.buffer(raw, 80))
-    assert all(any(secret[i:i + 16]) for i in (0, 16, 32, 48, 64)), "control: state is live"
+    assert all(any(secret[i : i + 16]) for i in (0, 16, 32, 48, 64)), "control: state is live"
     if direction == "encrypt":
         stream.finalize()  # type: ignore[call-arg]
     elif direction == "decrypt":

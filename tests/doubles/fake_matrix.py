@@ -49,22 +49,25 @@ def sel(**kw: str) -> Selector:
 
 SIGNATURES = {
     "avx512": PathSignature(
-        "avx512", "all",
+        "avx512",
+        "all",
         {"*": (sel(mnemonic="VAESENC*", width="zmm"),)},
         (),
     ),
     "vaes_avx2": PathSignature(
-        "vaes_avx2", "all",
+        "vaes_avx2",
+        "all",
         {"*": (sel(mnemonic="VAESENC*", encoding="vex", width="ymm"),)},
         (sel(encoding="evex"),),
     ),
     "aesni": PathSignature(
-        "aesni", "all",
+        "aesni",
+        "all",
         {"*": (sel(mnemonic="AESENC*", encoding="legacy"),), "gcm": (sel(mnemonic="PCLMULQDQ"),)},
         (sel(width="zmm"), sel(width="ymm"), sel(isa_set="AVX512*")),
     ),
     "generic": PathSignature("generic", "all", {}, (sel(mnemonic="*AES*"),)),
-}  # fmt: skip
+}
 
 
 def make_matrix(tmp: Path | None = None) -> Matrix:
@@ -95,10 +98,19 @@ def make_matrix(tmp: Path | None = None) -> Matrix:
 def fake_probe_command(cell: Cell, seed: int) -> ProbeCommand:
     return ProbeCommand(
         argv=(
-            str(FAKE_PROBE), "--mode", cell.mode, "--dir", cell.direction,
-            "--key-bits", str(cell.key_bits), "--length", str(cell.length), "--seed", str(seed),
+            str(FAKE_PROBE),
+            "--mode",
+            cell.mode,
+            "--dir",
+            cell.direction,
+            "--key-bits",
+            str(cell.key_bits),
+            "--length",
+            str(cell.length),
+            "--seed",
+            str(seed),
         )
-    )  # fmt: skip
+    )
 
 
 def fake_digest(cell: Cell, seed: int) -> str:

@@ -29,7 +29,8 @@ def cli_env(*, hide_sde: bool = False, **extra: str) -> dict[str, str]:
     env.pop("GITHUB_STEP_SUMMARY", None)
     if hide_sde:
         env["PATH"] = os.pathsep.join(
-            p for p in env.get("PATH", "").split(os.pathsep)
+            p
+            for p in env.get("PATH", "").split(os.pathsep)
             if p and not (Path(p) / "sde64").exists()
         )
     env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")

@@ -40,13 +40,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 FUZZ_DIR = Path(__file__).resolve().parent
 HARNESSES = ("gcm", "cfb")
-INSTALL_HINT = ("install Debian's clang, its libFuzzer runtime and OpenSSL's headers: "
-                "apt-get install clang libclang-rt-14-dev libssl-dev (ci/bootstrap.sh does)")
+INSTALL_HINT = (
+    "install Debian's clang, its libFuzzer runtime and OpenSSL's headers: "
+    "apt-get install clang libclang-rt-14-dev libssl-dev (ci/bootstrap.sh does)"
+)
 
 SAN_LIB = ("-fsanitize=fuzzer-no-link,address,undefined",)
 SAN_BIN = ("-fsanitize=fuzzer,address,undefined",)
-COMMON = ("-std=c11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-pthread",
-          "-fno-omit-frame-pointer", "-fno-sanitize-recover=all")
+COMMON = (
+    "-std=c11",
+    "-O2",
+    "-g",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-pthread",
+    "-fno-omit-frame-pointer",
+    "-fno-sanitize-recover=all",
+)
 
 
 class FuzzBuildError(RuntimeError):
@@ -70,23 +81,28 @@ def check_toolchain(work: Path) -> str:
         raise FuzzBuildError(f"{cc[0]} not found: {INSTALL_HINT}")
     ver = subprocess.run([*cc, "--version"], capture_output=True, text=True, check=False)
     probe = work / "libfuzzer_probe.c"
-    probe.write_text("#include <stddef.h>\n#include <stdint.h>\n"
-                     "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);\n"
-                     "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)"
-                     " { (void)d; (void)n; return 0; }\n")
+    probe.write_text(
+        "#include <stddef.h>\n#include <stdint.h>\n"
+        "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);\n"
+        "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)"
+        " { (void)d; (void)n; return 0; }\n"
+    )
     try:
         _run([*cc, *SAN_BIN, str(probe), "-o", str(work / "libfuzzer_probe")])
     except FuzzBuildError as e:
-        raise FuzzBuildError(f"{cc[0]} cannot link -fsanitize=fuzzer ({INSTALL_HINT}):\n{e}") \
-            from None
+        raise FuzzBuildError(
+            f"{cc[0]} cannot link -fsanitize=fuzzer ({INSTALL_HINT}):\n{e}"
+        ) from None
     ossl = work / "openssl_probe.c"
-    ossl.write_text("#include <openssl/evp.h>\nint main(void)"
-                    " { return EVP_CIPHER_CTX_new() == 0; }\n")
+    ossl.write_text(
+        "#include <openssl/evp.h>\nint main(void) { return EVP_CIPHER_CTX_new() == 0; }\n"
+    )
     try:
         _run([*cc, str(ossl), "-o", str(work / "openssl_probe"), "-lcrypto"])
     except FuzzBuildError as e:
-        raise FuzzBuildError(f"cannot build against OpenSSL's libcrypto ({INSTALL_HINT}):\n{e}") \
-            from None
+        raise FuzzBuildError(
+            f"cannot build against OpenSSL's libcrypto ({INSTALL_HINT}):\n{e}"
+        ) from None
     return ver.stdout.splitlines()[0] if ver.stdout else cc[0]
 
 
@@ -101,7 +117,8 @@ def _includes() -> list[str]:
 def _version_define() -> str:
     """native/front.c's VC_VERSION, as the production build defines it."""
     spec = importlib.util.spec_from_file_location(
-        "_vc_buildinfo_for_fuzz", ROOT / "src" / "vaescrypt" / "_buildinfo.py")
+        "_vc_buildinfo_for_fuzz", ROOT / "src" / "vaescrypt" / "_buildinfo.py"
+    )
     assert spec is not None and spec.loader is not None
     bi = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bi)
@@ -121,8 +138,18 @@ def _compile_cmd(src: Path, obj: Path, extra: Sequence[str]) -> list[str]:
     flags = ["-mprefer-vector-width=256"]  # see the module docstring
     if not _keeps_cmp_tracing(src):
         flags.append("-fno-sanitize-coverage=trace-cmp")
-    return [*clang(), *COMMON, *extra, *flags, _version_define(), *_includes(), "-c", str(src),
-            "-o", str(obj)]
+    return [
+        *clang(),
+        *COMMON,
+        *extra,
+        *flags,
+        _version_define(),
+        *_includes(),
+        "-c",
+        str(src),
+        "-o",
+        str(obj),
+    ]
 
 
 def build(out_dir: Path, harness: str = "gcm", *, teeth: bool = False, jobs: int = 2) -> Path:
@@ -136,19 +163,41 @@ def build(out_dir: Path, harness: str = "gcm", *, teeth: bool = False, jobs: int
     work.mkdir(exist_ok=True)
     check_toolchain(work)
     lib_objs = [work / (f"{s.parent.name}__{s.stem}.o") for s in library_sources()]
-    cmds = [_compile_cmd(s, o, SAN_LIB)
-            for s, o in zip(library_sources(), lib_objs) if not o.exists()]
+    cmds = [
+        _compile_cmd(s, o, SAN_LIB) for s, o in zip(library_sources(), lib_objs) if not o.exists()
+    ]
     name = f"vc_fuzz_{harness}" + ("-teeth" if teeth else "")
     harness_obj = work / f"{name}.o"
-    cmds.append([*clang(), *COMMON, *SAN_LIB, *(["-DVC_FUZZ_TEETH"] if teeth else []),
-                 *_includes(), f"-I{FUZZ_DIR}", "-c", str(FUZZ_DIR / f"vc_fuzz_{harness}.c"),
-                 "-o", str(harness_obj)])
+    cmds.append(
+        [
+            *clang(),
+            *COMMON,
+            *SAN_LIB,
+            *(["-DVC_FUZZ_TEETH"] if teeth else []),
+            *_includes(),
+            f"-I{FUZZ_DIR}",
+            "-c",
+            str(FUZZ_DIR / f"vc_fuzz_{harness}.c"),
+            "-o",
+            str(harness_obj),
+        ]
+    )
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for fut in [pool.submit(_run, c) for c in cmds]:
             fut.result()
     dest = out_dir / name
-    _run([*clang(), *SAN_BIN, "-pthread", str(harness_obj), *(str(o) for o in lib_objs),
-          "-lcrypto", "-o", str(dest)])
+    _run(
+        [
+            *clang(),
+            *SAN_BIN,
+            "-pthread",
+            str(harness_obj),
+            *(str(o) for o in lib_objs),
+            "-lcrypto",
+            "-o",
+            str(dest),
+        ]
+    )
     return dest
 
 

@@ -22,8 +22,14 @@ import os
 PROT_NONE = 0
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_long]
+_libc.mmap.argtypes = [
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_int,
+    ctypes.c_long,
+]
 _libc.mprotect.restype = ctypes.c_int
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.munmap.restype = ctypes.c_int
@@ -43,15 +49,21 @@ class GuardedRegion:
     """One read-write page between two PROT_NONE pages."""
 
     def __init__(self) -> None:
-        base = _libc.mmap(None, 3 * PAGE, mmap.PROT_READ | mmap.PROT_WRITE,
-                          mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+        base = _libc.mmap(
+            None,
+            3 * PAGE,
+            mmap.PROT_READ | mmap.PROT_WRITE,
+            mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+            -1,
+            0,
+        )
         if base is None or base == _MAP_FAILED:
             raise OSError(ctypes.get_errno(), "mmap of a guarded region failed")
         self.base: int = base
         _check(_libc.mprotect(base, PAGE, PROT_NONE), "mprotect(low guard)")
         _check(_libc.mprotect(base + 2 * PAGE, PAGE, PROT_NONE), "mprotect(high guard)")
-        self.lo = base + PAGE        # first usable byte
-        self.hi = base + 2 * PAGE    # one past the last usable byte
+        self.lo = base + PAGE  # first usable byte
+        self.hi = base + 2 * PAGE  # one past the last usable byte
 
     def at_end(self, n: int) -> int:
         if not 0 <= n <= PAGE:
@@ -64,7 +76,7 @@ class GuardedRegion:
         return self.lo
 
     def place(self, placement: str, n: int) -> int:
-        """"end": flush against the high guard; "start": right after the low guard."""
+        """ "end": flush against the high guard; "start": right after the low guard."""
         if placement == "end":
             return self.at_end(n)
         if placement == "start":

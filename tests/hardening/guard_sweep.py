@@ -90,8 +90,10 @@ class Sweep:
     def check_bytes(self, got: bytes, want: bytes, what: str) -> None:
         if got != want:
             diff = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
-            self.fail(f"{what}: output differs from reference (first differing byte {diff}, "
-                      f"len {len(got)} vs {len(want)})")
+            self.fail(
+                f"{what}: output differs from reference (first differing byte {diff}, "
+                f"len {len(got)} vs {len(want)})"
+            )
 
     @staticmethod
     def p(addr: int) -> object:
@@ -112,8 +114,18 @@ class Sweep:
         for place in ("end", "start"):
             self.gcm_placed(place, desc, key, nonce, aad, pt, ct, tag, bytes(bad_tag))
 
-    def gcm_placed(self, place: str, desc: str, key: bytes, nonce: bytes, aad: bytes,
-                   pt: bytes, ct: bytes, tag: bytes, bad_tag: bytes) -> None:
+    def gcm_placed(
+        self,
+        place: str,
+        desc: str,
+        key: bytes,
+        nonce: bytes,
+        aad: bytes,
+        pt: bytes,
+        ct: bytes,
+        tag: bytes,
+        bad_tag: bytes,
+    ) -> None:
         r = self.r
         n, tl = len(pt), len(tag)
         a_key = r["key"].place(place, len(key))
@@ -130,11 +142,13 @@ class Sweep:
 
         kp = ffi.new("vc_gcm_key **")
         self.case(f"op=key_new {d}")
-        if not self.expect(lib.vc_gcm_key_new(kp, self.p(a_key), len(key), self.path_code),
-                           0, "vc_gcm_key_new"):
+        if not self.expect(
+            lib.vc_gcm_key_new(kp, self.p(a_key), len(key), self.path_code), 0, "vc_gcm_key_new"
+        ):
             return
         k = kp[0]
         try:
+
             def one(op: str, enc: bool, src: bytes, in_place: bool, t: bytes | None) -> int:
                 write(a_in, src)
                 dst = a_in if in_place else a_out
@@ -146,8 +160,20 @@ class Sweep:
                     write(a_tag, t)
                 self.case(f"op={op} {d}")
                 fn = lib.vc_gcm_encrypt if enc else lib.vc_gcm_decrypt
-                return int(fn(k, self.p(a_iv), len(nonce), self.p(a_aad), len(aad),
-                              self.p(a_in), self.p(dst), n, tag_p, tl))
+                return int(
+                    fn(
+                        k,
+                        self.p(a_iv),
+                        len(nonce),
+                        self.p(a_aad),
+                        len(aad),
+                        self.p(a_in),
+                        self.p(dst),
+                        n,
+                        tag_p,
+                        tl,
+                    )
+                )
 
             if self.enc:
                 for in_place in (False, True):
@@ -155,8 +181,22 @@ class Sweep:
                     if self.expect(one(op, True, pt, in_place, None), 0, op):
                         self.check_bytes(read(a_in if in_place else a_out, n), ct, op)
                         self.check_bytes(read(a_tag, tl), tag, op + " tag")
-                self.gcm_stream(k, "stream_encrypt", True, a_iv, len(nonce), a_aad, aad,
-                                a_in, a_out, pt, ct, a_tag, tag, d)
+                self.gcm_stream(
+                    k,
+                    "stream_encrypt",
+                    True,
+                    a_iv,
+                    len(nonce),
+                    a_aad,
+                    aad,
+                    a_in,
+                    a_out,
+                    pt,
+                    ct,
+                    a_tag,
+                    tag,
+                    d,
+                )
             if self.dec:
                 for in_place in (False, True):
                     op = "decrypt_in_place" if in_place else "decrypt"
@@ -164,39 +204,74 @@ class Sweep:
                         self.check_bytes(read(a_in if in_place else a_out, n), pt, op)
                     op = "decrypt_bad_tag_in_place" if in_place else "decrypt_bad_tag"
                     if self.expect(one(op, False, ct, in_place, bad_tag), lib.VC_ERR_AUTH, op):
-                        self.check_bytes(read(a_in if in_place else a_out, n), bytes(n),
-                                         op + " (output must be zeroed)")
-                self.gcm_stream(k, "stream_decrypt_in_place", False, a_iv, len(nonce), a_aad,
-                                aad, a_in, a_in, ct, pt, a_tag, tag, d)
+                        self.check_bytes(
+                            read(a_in if in_place else a_out, n),
+                            bytes(n),
+                            op + " (output must be zeroed)",
+                        )
+                self.gcm_stream(
+                    k,
+                    "stream_decrypt_in_place",
+                    False,
+                    a_iv,
+                    len(nonce),
+                    a_aad,
+                    aad,
+                    a_in,
+                    a_in,
+                    ct,
+                    pt,
+                    a_tag,
+                    tag,
+                    d,
+                )
         finally:
             lib.vc_gcm_key_free(k)
 
-    def gcm_stream(self, k: object, op: str, enc: bool, a_iv: int, nonce_len: int, a_aad: int,
-                   aad: bytes, a_in: int, a_out: int, src: bytes, want: bytes, a_tag: int,
-                   tag: bytes, d: str) -> None:
+    def gcm_stream(
+        self,
+        k: object,
+        op: str,
+        enc: bool,
+        a_iv: int,
+        nonce_len: int,
+        a_aad: int,
+        aad: bytes,
+        a_in: int,
+        a_out: int,
+        src: bytes,
+        want: bytes,
+        a_tag: int,
+        tag: bytes,
+        d: str,
+    ) -> None:
         n, tl = len(src), len(tag)
         write(a_in, src)
         if a_out != a_in:
             fill(a_out, 0xA5, n)
         sp = ffi.new("vc_gcm_stream **")
         self.case(f"op={op}:new {d}")
-        if not self.expect(lib.vc_gcm_stream_new(sp, k, 0 if enc else 1, self.p(a_iv),
-                                                 nonce_len), 0, op + " new"):
+        if not self.expect(
+            lib.vc_gcm_stream_new(sp, k, 0 if enc else 1, self.p(a_iv), nonce_len), 0, op + " new"
+        ):
             return
         s = sp[0]
         try:
             half = len(aad) // 2
             for off, ln in ((0, half), (half, len(aad) - half)):
                 self.case(f"op={op}:aad[{off}:{off + ln}] {d}")
-                if not self.expect(lib.vc_gcm_stream_aad(s, self.p(a_aad + off), ln), 0,
-                                   op + " aad"):
+                if not self.expect(
+                    lib.vc_gcm_stream_aad(s, self.p(a_aad + off), ln), 0, op + " aad"
+                ):
                     return
             cuts = [0, n // 3, (2 * n) // 3, n]
             for lo, hi in itertools.pairwise(cuts):
                 self.case(f"op={op}:update[{lo}:{hi}] {d}")
-                if not self.expect(lib.vc_gcm_stream_update(s, self.p(a_in + lo),
-                                                            self.p(a_out + lo), hi - lo),
-                                   0, op + " update"):
+                if not self.expect(
+                    lib.vc_gcm_stream_update(s, self.p(a_in + lo), self.p(a_out + lo), hi - lo),
+                    0,
+                    op + " update",
+                ):
                     return
             self.check_bytes(read(a_out, n), want, op)
             if enc:
@@ -232,8 +307,18 @@ class Sweep:
         for place in ("end", "start"):
             self.cfb_placed(place, desc, key, iv, bytes(data), ct, bytes(ct_in), pt, clen)
 
-    def cfb_placed(self, place: str, desc: str, key: bytes, iv: bytes, data: bytes, ct: bytes,
-                   ct_in: bytes, pt: bytes, clen: int) -> None:
+    def cfb_placed(
+        self,
+        place: str,
+        desc: str,
+        key: bytes,
+        iv: bytes,
+        data: bytes,
+        ct: bytes,
+        ct_in: bytes,
+        pt: bytes,
+        clen: int,
+    ) -> None:
         r = self.r
         n = len(data)
         segment = {"cfb128": 128, "cfb8": 8, "cfb1": 1}[self.mode]
@@ -244,8 +329,11 @@ class Sweep:
         d = f"{desc} placement={place}"
         kp = ffi.new("vc_cfb_key **")
         self.case(f"op=key_new {d}")
-        if not self.expect(lib.vc_cfb_key_new(kp, self.p(a_key), len(key), segment,
-                                              self.path_code), 0, "vc_cfb_key_new"):
+        if not self.expect(
+            lib.vc_cfb_key_new(kp, self.p(a_key), len(key), segment, self.path_code),
+            0,
+            "vc_cfb_key_new",
+        ):
             return
         k = kp[0]
         try:
@@ -269,15 +357,27 @@ class Sweep:
         finally:
             lib.vc_cfb_key_free(k)
 
-    def cfb_stream(self, k: object, op: str, enc: bool, a_iv: int, a_in: int, a_out: int,
-                   src: bytes, want: bytes, clen: int, d: str) -> None:
+    def cfb_stream(
+        self,
+        k: object,
+        op: str,
+        enc: bool,
+        a_iv: int,
+        a_in: int,
+        a_out: int,
+        src: bytes,
+        want: bytes,
+        clen: int,
+        d: str,
+    ) -> None:
         n = len(src)
         write(a_in, src)
         fill(a_out, 0xA5, n)
         sp = ffi.new("vc_cfb_stream **")
         self.case(f"op={op}:new {d}")
-        if not self.expect(lib.vc_cfb_stream_new(sp, k, 0 if enc else 1, self.p(a_iv)), 0,
-                           op + " new"):
+        if not self.expect(
+            lib.vc_cfb_stream_new(sp, k, 0 if enc else 1, self.p(a_iv)), 0, op + " new"
+        ):
             return
         s = sp[0]
         try:
@@ -291,9 +391,11 @@ class Sweep:
                 lens = [b - a for a, b in itertools.pairwise(cuts)]
             for lo, hi, ln in zip(cuts, cuts[1:], lens):
                 self.case(f"op={op}:update[{lo}:{hi}] {d}")
-                if not self.expect(lib.vc_cfb_stream_update(s, self.p(a_in + lo),
-                                                            self.p(a_out + lo), ln),
-                                   0, op + " update"):
+                if not self.expect(
+                    lib.vc_cfb_stream_update(s, self.p(a_in + lo), self.p(a_out + lo), ln),
+                    0,
+                    op + " update",
+                ):
                     return
             self.check_bytes(read(a_out, n), want, op)
         finally:
@@ -316,17 +418,16 @@ class Sweep:
             self.expect(lib.vc_gcm_key_new(kp, self.p(a_key), 16, self.path_code), 0, "key")
             tag = ffi.new("uint8_t[16]")
             self.case("op=deliberate_overrun len=17 placement=end")
-            lib.vc_gcm_encrypt(kp[0], self.p(a_iv), 12, ffi.NULL, 0, self.p(a_in),
-                               self.p(a_out), n + 1, tag, 16)
+            lib.vc_gcm_encrypt(
+                kp[0], self.p(a_iv), 12, ffi.NULL, 0, self.p(a_in), self.p(a_out), n + 1, tag, 16
+            )
         else:
             seg = {"cfb128": 128, "cfb8": 8, "cfb1": 1}[self.mode]
             kp = ffi.new("vc_cfb_key **")
-            self.expect(lib.vc_cfb_key_new(kp, self.p(a_key), 16, seg, self.path_code), 0,
-                        "key")
+            self.expect(lib.vc_cfb_key_new(kp, self.p(a_key), 16, seg, self.path_code), 0, "key")
             fn = lib.vc_cfb_encrypt if self.enc else lib.vc_cfb_decrypt
             self.case("op=deliberate_overrun len=17 placement=end")
-            fn(kp[0], self.p(a_iv), self.p(a_in), self.p(a_out), 8 * (n + 1) if seg == 1
-               else n + 1)
+            fn(kp[0], self.p(a_iv), self.p(a_in), self.p(a_out), 8 * (n + 1) if seg == 1 else n + 1)
         print("DONE 1 (the over-read was NOT caught)", flush=True)
         return 1
 
@@ -354,8 +455,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", required=True, choices=vaescrypt.MODES)
     ap.add_argument("--path", required=True, choices=vaescrypt.PATHS)
     ap.add_argument("--max-len", type=int, default=300)
-    ap.add_argument("--self-test-overrun", action="store_true",
-                    help="make one deliberately out-of-bounds call (must crash)")
+    ap.add_argument(
+        "--self-test-overrun",
+        action="store_true",
+        help="make one deliberately out-of-bounds call (must crash)",
+    )
     a = ap.parse_args(argv)
     faulthandler.enable()  # a crash also leaves a Python stack on stderr
     if not 0 <= a.max_len <= 4000:

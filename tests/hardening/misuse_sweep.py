@@ -60,8 +60,11 @@ def _prop(cls: type, name: str) -> Callable[..., Any]:
 # an instance of the class must be refused.
 CALLS: list[tuple[type, str, Callable[[Any], Any]]] = [
     (vaescrypt.AESGCM, "encrypt", lambda o: vaescrypt.AESGCM.encrypt(o, NONCE, b"x" * 40, None)),
-    (vaescrypt.AESGCM, "encrypt kw",
-     lambda o: vaescrypt.AESGCM.encrypt(o, NONCE, data=b"x", associated_data=b"")),
+    (
+        vaescrypt.AESGCM,
+        "encrypt kw",
+        lambda o: vaescrypt.AESGCM.encrypt(o, NONCE, data=b"x", associated_data=b""),
+    ),
     (vaescrypt.AESGCM, "decrypt", lambda o: vaescrypt.AESGCM.decrypt(o, NONCE, bytes(32), None)),
     (vaescrypt.AESGCM, "encryptor", lambda o: vaescrypt.AESGCM.encryptor(o, NONCE)),
     (vaescrypt.AESGCM, "decryptor", lambda o: vaescrypt.AESGCM.decryptor(o, NONCE)),
@@ -88,14 +91,20 @@ _GCM_STREAM = vaescrypt.GcmEncryptor.__mro__[1]
 CALLS += [
     (_GCM_STREAM, "update_aad", lambda o: vaescrypt.GcmEncryptor.update_aad(o, b"a")),
     (_GCM_STREAM, "update", lambda o: vaescrypt.GcmEncryptor.update(o, b"x" * 20)),
-    (_GCM_STREAM, "update_into",
-     lambda o: vaescrypt.GcmEncryptor.update_into(o, b"x" * 20, bytearray(20))),
+    (
+        _GCM_STREAM,
+        "update_into",
+        lambda o: vaescrypt.GcmEncryptor.update_into(o, b"x" * 20, bytearray(20)),
+    ),
     (vaescrypt.GcmEncryptor, "finalize", lambda o: vaescrypt.GcmEncryptor.finalize(o)),
     (vaescrypt.GcmEncryptor, "tag", lambda o: _prop(vaescrypt.GcmEncryptor, "tag")(o)),
     (vaescrypt.GcmDecryptor, "finalize", lambda o: vaescrypt.GcmDecryptor.finalize(o, bytes(16))),
     (vaescrypt.CfbStream, "update", lambda o: vaescrypt.CfbStream.update(o, b"x" * 20)),
-    (vaescrypt.CfbStream, "update_into",
-     lambda o: vaescrypt.CfbStream.update_into(o, b"x" * 20, bytearray(20))),
+    (
+        vaescrypt.CfbStream,
+        "update_into",
+        lambda o: vaescrypt.CfbStream.update_into(o, b"x" * 20, bytearray(20)),
+    ),
     (vaescrypt.CfbStream, "finalize", lambda o: vaescrypt.CfbStream.finalize(o)),
 ]
 
@@ -142,43 +151,83 @@ def sweep_c() -> tuple[int, list[str]]:
     out = ffi.new("uint8_t[64]")
     iv = ffi.new("uint8_t[16]")
     entry: dict[str, tuple[str, Callable[[Any], int]]] = {
-        "vc_gcm_encrypt": ("gcm_key", lambda p: lib.vc_gcm_encrypt(
-            ffi.cast("vc_gcm_key *", p), iv, 12, ffi.NULL, 0, buf, out, 64, tag, 16)),
-        "vc_gcm_decrypt": ("gcm_key", lambda p: lib.vc_gcm_decrypt(
-            ffi.cast("vc_gcm_key *", p), iv, 12, ffi.NULL, 0, buf, out, 64, tag, 16)),
-        "vc_gcm_decrypt iv7": ("gcm_key", lambda p: lib.vc_gcm_decrypt(
-            ffi.cast("vc_gcm_key *", p), iv, 7, ffi.NULL, 0, buf, out, 64, tag, 16)),
-        "vc_gcm_key_path": ("gcm_key", lambda p: lib.vc_gcm_key_path(
-            ffi.cast("vc_gcm_key *", p), 0)),
-        "vc_gcm_stream_new": ("gcm_key", lambda p: lib.vc_gcm_stream_new(
-            ffi.new("vc_gcm_stream **"), ffi.cast("vc_gcm_key *", p), 0, iv, 12)),
-        "vc_gcm_stream_aad": ("gcm_stream", lambda p: lib.vc_gcm_stream_aad(
-            ffi.cast("vc_gcm_stream *", p), buf, 5)),
-        "vc_gcm_stream_update": ("gcm_stream", lambda p: lib.vc_gcm_stream_update(
-            ffi.cast("vc_gcm_stream *", p), buf, out, 64)),
-        "vc_gcm_stream_finish": ("gcm_stream", lambda p: lib.vc_gcm_stream_finish(
-            ffi.cast("vc_gcm_stream *", p), tag, 16)),
-        "vc_cfb_encrypt": ("cfb_key", lambda p: lib.vc_cfb_encrypt(
-            ffi.cast("vc_cfb_key *", p), iv, buf, out, 64)),
-        "vc_cfb_decrypt": ("cfb_key", lambda p: lib.vc_cfb_decrypt(
-            ffi.cast("vc_cfb_key *", p), iv, buf, out, 64)),
-        "vc_cfb_key_path": ("cfb_key", lambda p: lib.vc_cfb_key_path(
-            ffi.cast("vc_cfb_key *", p), 1)),
-        "vc_cfb_stream_new": ("cfb_key", lambda p: lib.vc_cfb_stream_new(
-            ffi.new("vc_cfb_stream **"), ffi.cast("vc_cfb_key *", p), 0, iv)),
-        "vc_cfb_stream_update": ("cfb_stream", lambda p: lib.vc_cfb_stream_update(
-            ffi.cast("vc_cfb_stream *", p), buf, out, 64)),
+        "vc_gcm_encrypt": (
+            "gcm_key",
+            lambda p: lib.vc_gcm_encrypt(
+                ffi.cast("vc_gcm_key *", p), iv, 12, ffi.NULL, 0, buf, out, 64, tag, 16
+            ),
+        ),
+        "vc_gcm_decrypt": (
+            "gcm_key",
+            lambda p: lib.vc_gcm_decrypt(
+                ffi.cast("vc_gcm_key *", p), iv, 12, ffi.NULL, 0, buf, out, 64, tag, 16
+            ),
+        ),
+        "vc_gcm_decrypt iv7": (
+            "gcm_key",
+            lambda p: lib.vc_gcm_decrypt(
+                ffi.cast("vc_gcm_key *", p), iv, 7, ffi.NULL, 0, buf, out, 64, tag, 16
+            ),
+        ),
+        "vc_gcm_key_path": (
+            "gcm_key",
+            lambda p: lib.vc_gcm_key_path(ffi.cast("vc_gcm_key *", p), 0),
+        ),
+        "vc_gcm_stream_new": (
+            "gcm_key",
+            lambda p: lib.vc_gcm_stream_new(
+                ffi.new("vc_gcm_stream **"), ffi.cast("vc_gcm_key *", p), 0, iv, 12
+            ),
+        ),
+        "vc_gcm_stream_aad": (
+            "gcm_stream",
+            lambda p: lib.vc_gcm_stream_aad(ffi.cast("vc_gcm_stream *", p), buf, 5),
+        ),
+        "vc_gcm_stream_update": (
+            "gcm_stream",
+            lambda p: lib.vc_gcm_stream_update(ffi.cast("vc_gcm_stream *", p), buf, out, 64),
+        ),
+        "vc_gcm_stream_finish": (
+            "gcm_stream",
+            lambda p: lib.vc_gcm_stream_finish(ffi.cast("vc_gcm_stream *", p), tag, 16),
+        ),
+        "vc_cfb_encrypt": (
+            "cfb_key",
+            lambda p: lib.vc_cfb_encrypt(ffi.cast("vc_cfb_key *", p), iv, buf, out, 64),
+        ),
+        "vc_cfb_decrypt": (
+            "cfb_key",
+            lambda p: lib.vc_cfb_decrypt(ffi.cast("vc_cfb_key *", p), iv, buf, out, 64),
+        ),
+        "vc_cfb_key_path": (
+            "cfb_key",
+            lambda p: lib.vc_cfb_key_path(ffi.cast("vc_cfb_key *", p), 1),
+        ),
+        "vc_cfb_stream_new": (
+            "cfb_key",
+            lambda p: lib.vc_cfb_stream_new(
+                ffi.new("vc_cfb_stream **"), ffi.cast("vc_cfb_key *", p), 0, iv
+            ),
+        ),
+        "vc_cfb_stream_update": (
+            "cfb_stream",
+            lambda p: lib.vc_cfb_stream_update(ffi.cast("vc_cfb_stream *", p), buf, out, 64),
+        ),
     }
     # The free functions must leave an object of another kind alone (freeing
     # it with the wrong size would wipe past its end); each is called on every
     # foreign object, which must still work afterwards (checked below).
     frees = {
         "vc_gcm_key_free": ("gcm_key", lambda p: lib.vc_gcm_key_free(ffi.cast("vc_gcm_key *", p))),
-        "vc_gcm_stream_free": ("gcm_stream",
-                               lambda p: lib.vc_gcm_stream_free(ffi.cast("vc_gcm_stream *", p))),
+        "vc_gcm_stream_free": (
+            "gcm_stream",
+            lambda p: lib.vc_gcm_stream_free(ffi.cast("vc_gcm_stream *", p)),
+        ),
         "vc_cfb_key_free": ("cfb_key", lambda p: lib.vc_cfb_key_free(ffi.cast("vc_cfb_key *", p))),
-        "vc_cfb_stream_free": ("cfb_stream",
-                               lambda p: lib.vc_cfb_stream_free(ffi.cast("vc_cfb_stream *", p))),
+        "vc_cfb_stream_free": (
+            "cfb_stream",
+            lambda p: lib.vc_cfb_stream_free(ffi.cast("vc_cfb_stream *", p)),
+        ),
     }
     kinds = ("gcm_key", "cfb_key", "gcm_stream", "cfb_stream")
     made, bad = 0, []
@@ -213,8 +262,10 @@ def main() -> int:
     made_c, bad_c = sweep_c()
     for line in bad_py + bad_c:
         print(f"misuse sweep: FAIL {line}")
-    print(f"misuse sweep: {made_py} Python calls, {made_c} C calls, "
-          f"{len(bad_py) + len(bad_c)} failures")
+    print(
+        f"misuse sweep: {made_py} Python calls, {made_c} C calls, "
+        f"{len(bad_py) + len(bad_c)} failures"
+    )
     return 1 if bad_py or bad_c else 0
 
 

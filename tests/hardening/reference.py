@@ -59,8 +59,9 @@ def cfb1(key: bytes, iv: bytes, data: bytes, nbits: int, encrypt: bool) -> bytes
     return bytes(out)
 
 
-def cfb(mode: str, key: bytes, iv: bytes, data: bytes, encrypt: bool,
-        nbits: int | None = None) -> bytes:
+def cfb(
+    mode: str, key: bytes, iv: bytes, data: bytes, encrypt: bool, nbits: int | None = None
+) -> bytes:
     """Reference for mode "cfb128" / "cfb8" / "cfb1" (nbits only for cfb1)."""
     if mode == "cfb1":
         return cfb1(key, iv, data, 8 * len(data) if nbits is None else nbits, encrypt)
@@ -101,8 +102,9 @@ def _pad16(b: bytes) -> bytes:
     return b + bytes(-len(b) % 16)
 
 
-def gcm_seal_spec(key: bytes, nonce: bytes, aad: bytes, pt: bytes,
-                  tag_len: int) -> tuple[bytes, bytes]:
+def gcm_seal_spec(
+    key: bytes, nonce: bytes, aad: bytes, pt: bytes, tag_len: int
+) -> tuple[bytes, bytes]:
     """GCM-AE_K(IV, P, A) straight from SP 800-38D 7.1, any nonce length >= 1."""
     if not nonce:
         raise ValueError("GCM nonce must be at least 1 byte")
@@ -115,8 +117,9 @@ def gcm_seal_spec(key: bytes, nonce: bytes, aad: bytes, pt: bytes,
         j0 = ghash(h, _pad16(nonce) + lens).to_bytes(16, "big")
     nblocks = (len(pt) + 15) // 16
     prefix, c0 = j0[:12], int.from_bytes(j0[12:], "big")
-    counters = b"".join(prefix + ((c0 + i) % 2**32).to_bytes(4, "big")
-                        for i in range(1, nblocks + 1))
+    counters = b"".join(
+        prefix + ((c0 + i) % 2**32).to_bytes(4, "big") for i in range(1, nblocks + 1)
+    )
     ks = ecb.update(counters)
     ct = bytes(a ^ b for a, b in zip(pt, ks))
     lens = (8 * len(aad)).to_bytes(8, "big") + (8 * len(ct)).to_bytes(8, "big")

@@ -30,8 +30,9 @@ def libasan_path() -> Path | None:
     cc = shutil.which(os.environ.get("CC", "gcc").split()[0]) or shutil.which("gcc")
     if not cc:
         return None
-    out = subprocess.run([cc, "-print-file-name=libasan.so"], capture_output=True, text=True,
-                         check=False).stdout.strip()
+    out = subprocess.run(
+        [cc, "-print-file-name=libasan.so"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     p = Path(out)
     return p.resolve() if p.is_absolute() and p.exists() else None
 
@@ -40,8 +41,14 @@ def build(dest: Path, timeout: float = 300) -> Path:
     """Build vaescrypt with VAESCRYPT_SANITIZE=1 under dest; return the directory
     to put first on PYTHONPATH (it holds a complete `vaescrypt` package)."""
     env = {**os.environ, "VAESCRYPT_SANITIZE": "1"}
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), str(dest)], env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), str(dest)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr)[-3000:]
         raise SanitizerSetupError(f"sanitized build failed (exit {proc.returncode}):\n{tail}")
@@ -66,16 +73,20 @@ def _build_here(dest: Path) -> None:
         raise SystemExit("VAESCRYPT_SANITIZE=1 did not add -fsanitize flags (_buildinfo)")
 
     pkg = dest / "pkg" / "vaescrypt"
-    shutil.copytree(PKG_SRC, pkg, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    shutil.copytree(
+        PKG_SRC, pkg, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.so", "__pycache__")
+    )
 
     # the cffi extension, as setup.py's BuildNative makes it
     objs = bi.compile_objects(bi.library_sources(REPO), dest / "obj", root=REPO)
     module, source, _ext, kwds = setup_mod.ffibuilder._assigned_source
     ffi = FFI()
     ffi.cdef(bi.read_cdef(REPO))
-    ffi.set_source(module, source, **{**kwds, "extra_objects": [str(o) for o in objs],
-                                      "extra_link_args": bi.link_flags()})
+    ffi.set_source(
+        module,
+        source,
+        **{**kwds, "extra_objects": [str(o) for o in objs], "extra_link_args": bi.link_flags()},
+    )
     so = Path(ffi.compile(tmpdir=str(dest / "ext")))
     shutil.copy2(so, pkg / so.name)
 
@@ -101,18 +112,21 @@ def asan_env(pkg_dir: Path, log_dir: Path) -> dict[str, str]:
         raise SanitizerSetupError("gcc -print-file-name=libasan.so found no libasan")
     env = dict(os.environ)
     env.pop("VAESCRYPT_CPU_MASK", None)
-    env.update({
-        "LD_PRELOAD": str(lib),
-        "PYTHONPATH": os.pathsep.join([str(pkg_dir), env.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep),
-        # Python leaks by design; every allocation through malloc so ASan sees
-        # the bounds of the bytearrays handed to the library (pymalloc pools
-        # would hide small over-reads).
-        "PYTHONMALLOC": "malloc",
-        "ASAN_OPTIONS": f"detect_leaks=0:halt_on_error=1:log_path={log_dir / 'asan'}",
-        "UBSAN_OPTIONS": f"halt_on_error=1:print_stacktrace=1:log_path={log_dir / 'ubsan'}",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    })
+    env.update(
+        {
+            "LD_PRELOAD": str(lib),
+            "PYTHONPATH": os.pathsep.join([str(pkg_dir), env.get("PYTHONPATH", "")]).rstrip(
+                os.pathsep
+            ),
+            # Python leaks by design; every allocation through malloc so ASan sees
+            # the bounds of the bytearrays handed to the library (pymalloc pools
+            # would hide small over-reads).
+            "PYTHONMALLOC": "malloc",
+            "ASAN_OPTIONS": f"detect_leaks=0:halt_on_error=1:log_path={log_dir / 'asan'}",
+            "UBSAN_OPTIONS": f"halt_on_error=1:print_stacktrace=1:log_path={log_dir / 'ubsan'}",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
     return env
 
 

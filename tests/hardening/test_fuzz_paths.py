@@ -65,28 +65,38 @@ def fuzzers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     bf = _build_module()
     out = tmp_path_factory.mktemp("vc-fuzz")
     try:
-        return {f"{h}{'-teeth' if t else ''}": bf.build(out, h, teeth=t)
-                for h in HARNESS_MODES for t in (False, True)}
+        return {
+            f"{h}{'-teeth' if t else ''}": bf.build(out, h, teeth=t)
+            for h in HARNESS_MODES
+            for t in (False, True)
+        }
     except bf.FuzzBuildError as e:
         pytest.fail(f"cannot build the libFuzzer harnesses: {e}")
 
 
 def _stats(log: str) -> dict[str, float]:
-    return {m.group(1): float(m.group(2))
-            for m in re.finditer(r"^stat::(\w+):\s+([0-9.]+)", log, re.MULTILINE)}
+    return {
+        m.group(1): float(m.group(2))
+        for m in re.finditer(r"^stat::(\w+):\s+([0-9.]+)", log, re.MULTILINE)
+    }
 
 
 def _paths_logged(log: str) -> dict[tuple[str, str], list[str]]:
-    return {(m.group(1), m.group(2)): m.group(3).split()
-            for m in re.finditer(r"^vc_fuzz_\w+: paths (\w+) (\w+): (.*)$", log, re.MULTILINE)}
+    return {
+        (m.group(1), m.group(2)): m.group(3).split()
+        for m in re.finditer(r"^vc_fuzz_\w+: paths (\w+) (\w+): (.*)$", log, re.MULTILINE)
+    }
 
 
 def _rate_line(log: str, harness: str) -> tuple[int, float, float]:
     """(executions, exec/s wall, exec/s per CPU second) from the harness's
     own line at exit."""
-    m = re.search(rf"^vc_fuzz_{harness}: rate: (\d+) executions in [0-9.]+ s wall, "
-                  r"[0-9.]+ s CPU: (\d+) exec/s wall, (\d+) exec/s per CPU second$", log,
-                  re.MULTILINE)
+    m = re.search(
+        rf"^vc_fuzz_{harness}: rate: (\d+) executions in [0-9.]+ s wall, "
+        r"[0-9.]+ s CPU: (\d+) exec/s wall, (\d+) exec/s per CPU second$",
+        log,
+        re.MULTILINE,
+    )
     assert m, f"no rate line from vc_fuzz_{harness}:\n{log[-2000:]}"
     return int(m.group(1)), float(m.group(2)), float(m.group(3))
 
@@ -101,25 +111,35 @@ def test_seed_corpus_is_committed() -> None:
 
 
 @pytest.mark.parametrize("harness", list(HARNESS_MODES))
-def test_fuzz_every_path_against_openssl(harness: str, fuzzers: dict[str, Path], tmp_path: Path,
-                                         record_property: pytest.RecordProperty) -> None:
+def test_fuzz_every_path_against_openssl(
+    harness: str, fuzzers: dict[str, Path], tmp_path: Path, record_property: pytest.RecordProperty
+) -> None:
     seconds = _seconds()
     work = tmp_path / "corpus"
     work.mkdir()
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
-    cmd = [str(fuzzers[harness]), f"-max_total_time={seconds}", f"-max_len={MAX_LEN}",
-           "-timeout=60", "-rss_limit_mb=4096", "-print_final_stats=1",
-           f"-artifact_prefix={artifacts}/", str(work), str(CORPUS)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
-                          timeout=seconds + 300)
+    cmd = [
+        str(fuzzers[harness]),
+        f"-max_total_time={seconds}",
+        f"-max_len={MAX_LEN}",
+        "-timeout=60",
+        "-rss_limit_mb=4096",
+        "-print_final_stats=1",
+        f"-artifact_prefix={artifacts}/",
+        str(work),
+        str(CORPUS),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=seconds + 300)
     log = proc.stdout + proc.stderr
     crashes = sorted(artifacts.iterdir())
     if proc.returncode != 0 or crashes:
         tail = "\n".join(log.splitlines()[-40:])
-        pytest.fail(f"libFuzzer found a problem (exit {proc.returncode}); saved inputs: "
-                    f"{[str(c) for c in crashes]}; reproduce with `{fuzzers[harness]} <input>`"
-                    f"\n{tail}")
+        pytest.fail(
+            f"libFuzzer found a problem (exit {proc.returncode}); saved inputs: "
+            f"{[str(c) for c in crashes]}; reproduce with `{fuzzers[harness]} <input>`"
+            f"\n{tail}"
+        )
     stats = _stats(log)
     assert "number_of_executed_units" in stats, f"no final stats in the log:\n{log[-2000:]}"
     execs = int(stats["number_of_executed_units"])
@@ -133,34 +153,49 @@ def test_fuzz_every_path_against_openssl(harness: str, fuzzers: dict[str, Path],
     logged = _paths_logged(log)
     for mode in HARNESS_MODES[harness]:
         for direction in ("encrypt", "decrypt"):
-            assert logged.get((mode, direction)) == list(vaescrypt.available(mode, direction)), \
+            assert logged.get((mode, direction)) == list(vaescrypt.available(mode, direction)), (
                 f"{mode} {direction}: harness ran {logged.get((mode, direction))}"
+            )
     record_property("fuzz_seconds", seconds)
     record_property("fuzz_executions", execs)
     record_property("fuzz_exec_per_sec", wall_rate)
     record_property("fuzz_exec_per_cpu_sec", cpu_rate)
-    print(f"\nvc_fuzz_{harness}: {execs} executions in {seconds} s ({wall_rate:.0f} exec/s, "
-          f"{cpu_rate:.0f} per CPU second), corpus {len(list(work.iterdir()))} new inputs")
+    print(
+        f"\nvc_fuzz_{harness}: {execs} executions in {seconds} s ({wall_rate:.0f} exec/s, "
+        f"{cpu_rate:.0f} per CPU second), corpus {len(list(work.iterdir()))} new inputs"
+    )
 
 
 def test_a_mismatch_is_caught(fuzzers: dict[str, Path], tmp_path: Path) -> None:
     """The GCM teeth build corrupts one byte of the widest path's output: the
     seeds alone must make it abort with a MISMATCH naming that path."""
-    proc = subprocess.run([str(fuzzers["gcm-teeth"]), "-runs=0", f"-artifact_prefix={tmp_path}/",
-                           str(CORPUS)], capture_output=True, text=True, check=False, timeout=300)
+    proc = subprocess.run(
+        [str(fuzzers["gcm-teeth"]), "-runs=0", f"-artifact_prefix={tmp_path}/", str(CORPUS)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert proc.returncode != 0
     widest = vaescrypt.available("gcm", "encrypt")[0]
-    assert f"MISMATCH encrypt ciphertext: mode=gcm path={widest} dir=encrypt" in proc.stderr, \
+    assert f"MISMATCH encrypt ciphertext: mode=gcm path={widest} dir=encrypt" in proc.stderr, (
         proc.stderr[-2000:]
+    )
     assert list(tmp_path.glob("crash-*")), "libFuzzer saved no crashing input"
 
 
 def test_a_generic_mismatch_is_caught_by_openssl(fuzzers: dict[str, Path], tmp_path: Path) -> None:
     """The CFB teeth build corrupts the generic path's output, which is now
     compared with OpenSSL (no longer with itself): the seeds must catch it."""
-    proc = subprocess.run([str(fuzzers["cfb-teeth"]), "-runs=0", f"-artifact_prefix={tmp_path}/",
-                           str(CORPUS)], capture_output=True, text=True, check=False, timeout=300)
+    proc = subprocess.run(
+        [str(fuzzers["cfb-teeth"]), "-runs=0", f"-artifact_prefix={tmp_path}/", str(CORPUS)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert proc.returncode != 0
-    assert re.search(r"vc_fuzz_cfb: MISMATCH one-shot: mode=cfb(128|8|1) path=generic ",
-                     proc.stderr), proc.stderr[-2000:]
+    assert re.search(
+        r"vc_fuzz_cfb: MISMATCH one-shot: mode=cfb(128|8|1) path=generic ", proc.stderr
+    ), proc.stderr[-2000:]
     assert list(tmp_path.glob("crash-*")), "libFuzzer saved no crashing input"

@@ -43,8 +43,11 @@ FUZZ = settings(
     max_examples=FUZZ_CASES,
     deadline=None,
     database=None,  # no .hypothesis/ directory in the work tree
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
 )
 
 GCM_PATHS = vaescrypt.available("gcm")
@@ -57,8 +60,9 @@ CFB_CASES = [(m, p) for m in ("cfb128", "cfb8", "cfb1") for p in vaescrypt.avail
 # come from a drawn seed: cheap for long inputs and still shrinkable).
 def _length(top: int) -> st.SearchStrategy[int]:
     """Lengths near block boundaries are the interesting ones; mix in the rest."""
-    edges = sorted({x for b in (0, 16, 32, 48, 64, 128, 256, 512) for x in (b - 1, b, b + 1)
-                    if 0 <= x <= top})
+    edges = sorted(
+        {x for b in (0, 16, 32, 48, 64, 128, 256, 512) for x in (b - 1, b, b + 1) if 0 <= x <= top}
+    )
     return st.one_of(st.sampled_from(edges), st.integers(0, min(top, 64)), st.integers(0, top))
 
 
@@ -84,10 +88,20 @@ class GcmCase(NamedTuple):
 
 
 GCM_CASES = st.builds(
-    GcmCase, st.sampled_from((16, 24, 32)), st.one_of(st.just(12), st.integers(1, 64)),
-    _length(300), _length(1100), st.sampled_from(TAG_LENGTHS), st.integers(0, 2**32 - 1),
-    st.sampled_from(STYLES), st.sampled_from(STYLES), st.sampled_from(STYLES),
-    st.sampled_from(("ct", "aad", "tag", "nonce")), st.integers(0, 2**16), _OFFSETS, _CUTS,
+    GcmCase,
+    st.sampled_from((16, 24, 32)),
+    st.one_of(st.just(12), st.integers(1, 64)),
+    _length(300),
+    _length(1100),
+    st.sampled_from(TAG_LENGTHS),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from(STYLES),
+    st.sampled_from(STYLES),
+    st.sampled_from(STYLES),
+    st.sampled_from(("ct", "aad", "tag", "nonce")),
+    st.integers(0, 2**16),
+    _OFFSETS,
+    _CUTS,
     _CUTS,
 )
 
@@ -104,9 +118,17 @@ class CfbCase(NamedTuple):
 
 
 def _cfb_cases(top: int) -> st.SearchStrategy[CfbCase]:
-    return st.builds(CfbCase, st.sampled_from((16, 24, 32)), _length(top), st.integers(0, 7),
-                     st.integers(0, 2**32 - 1), st.sampled_from(STYLES),
-                     st.sampled_from(STYLES), _OFFSETS, _CUTS)
+    return st.builds(
+        CfbCase,
+        st.sampled_from((16, 24, 32)),
+        _length(top),
+        st.integers(0, 7),
+        st.integers(0, 2**32 - 1),
+        st.sampled_from(STYLES),
+        st.sampled_from(STYLES),
+        _OFFSETS,
+        _CUTS,
+    )
 
 
 def _placed(content: bytes, off: int) -> memoryview:
@@ -143,8 +165,16 @@ def _ptr(view: memoryview | bytearray) -> Any:
 
 
 # ------------------------------------------------------------------- GCM --
-def _gcm_call(g: vaescrypt.AESGCM, c: GcmCase, style: str, encrypt: bool, src: bytes,
-              tag: bytes, nonce: bytes, aad: bytes) -> tuple[bytes, bytes | None]:
+def _gcm_call(
+    g: vaescrypt.AESGCM,
+    c: GcmCase,
+    style: str,
+    encrypt: bool,
+    src: bytes,
+    tag: bytes,
+    nonce: bytes,
+    aad: bytes,
+) -> tuple[bytes, bytes | None]:
     """(output, tag) of one call style; decrypt returns tag None and raises
     InvalidTag on a forgery."""
     n = len(src)
@@ -159,8 +189,9 @@ def _gcm_call(g: vaescrypt.AESGCM, c: GcmCase, style: str, encrypt: bool, src: b
         buf = _placed(src, o_in)
         tbuf = bytearray(tag) if not encrypt else bytearray(c.tag_len)
         fn = lib.vc_gcm_encrypt if encrypt else lib.vc_gcm_decrypt
-        st_ = fn(g._key, nonce, len(nonce), aad, len(aad), _ptr(buf), _ptr(buf), n,
-                 _ptr(tbuf), len(tbuf))
+        st_ = fn(
+            g._key, nonce, len(nonce), aad, len(aad), _ptr(buf), _ptr(buf), n, _ptr(tbuf), len(tbuf)
+        )
         if st_ == lib.VC_ERR_AUTH:
             assert bytes(buf) == bytes(n), "failed in-place decrypt left plaintext behind"
             raise vaescrypt.InvalidTag("in-place")
@@ -220,8 +251,15 @@ def test_gcm_fuzz(path: str, c: GcmCase) -> None:
 SEGMENT = {"cfb128": 128, "cfb8": 8, "cfb1": 1}
 
 
-def _cfb_call(ciph: vaescrypt.AESCFB, c: CfbCase, style: str, enc: bool, iv: bytes,
-              src: bytes, nbits: int | None) -> bytes:
+def _cfb_call(
+    ciph: vaescrypt.AESCFB,
+    c: CfbCase,
+    style: str,
+    enc: bool,
+    iv: bytes,
+    src: bytes,
+    nbits: int | None,
+) -> bytes:
     o_iv, o_in, o_out, o_tail = c.offsets
     nbytes = len(src)
     if style == "one_shot":
@@ -270,8 +308,9 @@ CFB_BYTE_CASES = [(m, p) for m, p in CFB_CASES if m != "cfb1"]
 CFB1_PATHS = [p for m, p in CFB_CASES if m == "cfb1"]
 
 
-@pytest.mark.parametrize(("mode", "path"), CFB_BYTE_CASES,
-                         ids=[f"{m}-{p}" for m, p in CFB_BYTE_CASES])
+@pytest.mark.parametrize(
+    ("mode", "path"), CFB_BYTE_CASES, ids=[f"{m}-{p}" for m, p in CFB_BYTE_CASES]
+)
 @FUZZ
 @given(c=_cfb_cases(1100))
 def test_cfb_fuzz(mode: str, path: str, c: CfbCase) -> None:
@@ -296,14 +335,14 @@ def test_reference_spec_gcm_agrees_with_cryptography(c: GcmCase) -> None:
     key, nonce = rnd.randbytes(c.key_size), rnd.randbytes(max(8, c.nonce_len))
     aad, pt = rnd.randbytes(c.aad_len), rnd.randbytes(c.pt_len % 300)
     assert reference.gcm_seal_spec(key, nonce, aad, pt, c.tag_len) == reference.gcm_seal(
-        key, nonce, aad, pt, c.tag_len)
+        key, nonce, aad, pt, c.tag_len
+    )
 
 
 def _cavp_cfb1_records(limit: int) -> list[dict[str, str]]:
     import cryptography_vectors
 
-    path = (Path(cryptography_vectors.__file__).parent / "ciphers" / "AES" / "CFB"
-            / "CFB1MMT256.rsp")
+    path = Path(cryptography_vectors.__file__).parent / "ciphers" / "AES" / "CFB" / "CFB1MMT256.rsp"
     recs: list[dict[str, str]] = []
     cur: dict[str, str] = {}
     section = ""

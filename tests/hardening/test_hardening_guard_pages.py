@@ -29,8 +29,13 @@ CASES = [(m, p) for m in vaescrypt.MODES for p in vaescrypt.available(m)]
 
 
 def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SWEEP), *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, str(SWEEP), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _last_case(stdout: str) -> str:

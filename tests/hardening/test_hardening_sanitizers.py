@@ -35,11 +35,17 @@ REPO = Path(__file__).resolve().parents[2]
 # (key references, the one-shot entry points, the C methods); the
 # stream-safety tests race two threads on one stream and re-key a stream's
 # owner (a heap overflow / use-after-free before issue 13's fixes).
-LIBRARY_TESTS = ["tests/library/test_vaescrypt_cavp.py", "tests/library/test_vaescrypt_differential.py",
-                 "tests/library/test_vaescrypt_auth.py", "tests/binding/test_vaescrypt_fastcall.py",
-                 "tests/binding/test_vaescrypt_stream_safety.py"]
-REPORT = re.compile(r"ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer"
-                    r"|UndefinedBehaviorSanitizer")
+LIBRARY_TESTS = [
+    "tests/library/test_vaescrypt_cavp.py",
+    "tests/library/test_vaescrypt_differential.py",
+    "tests/library/test_vaescrypt_auth.py",
+    "tests/binding/test_vaescrypt_fastcall.py",
+    "tests/binding/test_vaescrypt_stream_safety.py",
+]
+REPORT = re.compile(
+    r"ERROR: AddressSanitizer|runtime error:|ERROR: LeakSanitizer"
+    r"|UndefinedBehaviorSanitizer"
+)
 
 OVERFLOW_SNIPPET = """
 from vaescrypt._native import ffi, lib
@@ -72,23 +78,32 @@ def _reports(logs: Path, text: str) -> str:
     return "\n".join(found)
 
 
-def _run(args: list[str], pkg: Path, logs: Path, timeout: float,
-         extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    args: list[str], pkg: Path, logs: Path, timeout: float, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = sanitized_build.asan_env(pkg, logs)
     env.update(extra_env or {})
-    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
-def test_sanitized_build_catches_an_overflow(sanitized: tuple[Path, Path],
-                                             tmp_path: Path) -> None:
+def test_sanitized_build_catches_an_overflow(sanitized: tuple[Path, Path], tmp_path: Path) -> None:
     """Positive control: the set-up can fail (ASan sees a deliberate over-read)."""
     pkg, _ = sanitized
     proc = _run(["-c", OVERFLOW_SNIPPET], pkg, tmp_path, timeout=120)
     report = _reports(tmp_path, proc.stdout + proc.stderr)
     assert "NOT CAUGHT" not in proc.stdout and proc.returncode != 0, (
         "ASan did not catch a 24-byte over-read: the sanitized build is not active\n"
-        + proc.stdout + proc.stderr[-2000:])
+        + proc.stdout
+        + proc.stderr[-2000:]
+    )
     assert "heap-buffer-overflow" in report, report[-3000:]
 
 
@@ -98,19 +113,40 @@ def test_library_tests_clean_under_asan_ubsan(sanitized: tuple[Path, Path]) -> N
     if missing:
         pytest.fail(f"library test files missing: {missing}")
     cases = os.environ.get("VAESCRYPT_SANITIZE_CASES", "100")
-    code = ("import vaescrypt._native as n, vaescrypt._fastcall as f; "
-            "print(n.__file__); print(f.__file__)")
+    code = (
+        "import vaescrypt._native as n, vaescrypt._fastcall as f; "
+        "print(n.__file__); print(f.__file__)"
+    )
     probe = _run(["-c", code], pkg, logs, 60)
     files = probe.stdout.split()
-    assert probe.returncode == 0 and len(files) == 2 and all(
-        f.startswith(str(pkg)) for f in files), (
-        f"child did not load the sanitized extensions: {probe.stdout}{probe.stderr[-2000:]}")
-    proc = _run(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:sdematrix",
-                 "-p", "no:benchmark", "-p", "no:xdist", *LIBRARY_TESTS],
-                pkg, logs, timeout=900, extra_env={"VAESCRYPT_DIFF_CASES": cases})
+    assert (
+        probe.returncode == 0 and len(files) == 2 and all(f.startswith(str(pkg)) for f in files)
+    ), f"child did not load the sanitized extensions: {probe.stdout}{probe.stderr[-2000:]}"
+    proc = _run(
+        [
+            "-m",
+            "pytest",
+            "-q",
+            "-x",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:sdematrix",
+            "-p",
+            "no:benchmark",
+            "-p",
+            "no:xdist",
+            *LIBRARY_TESTS,
+        ],
+        pkg,
+        logs,
+        timeout=900,
+        extra_env={"VAESCRYPT_DIFF_CASES": cases},
+    )
     report = _reports(logs, proc.stdout + proc.stderr)
     assert not report, f"sanitizer report:\n{report[-6000:]}"
     assert proc.returncode == 0, (
         f"library tests failed under sanitizers (exit {proc.returncode}):\n"
-        f"{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}")
+        f"{proc.stdout[-4000:]}\n{proc.stderr[-2000:]}"
+    )
     assert re.search(r"\d+ passed", proc.stdout), proc.stdout[-2000:]

@@ -41,11 +41,17 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path | None]:
     return valgrind_build.build(tmp_path_factory.mktemp("vaescrypt-valgrind"))
 
 
-def _native_and_valgrind(cmd: list[str], timeout: float = 600) -> tuple[
-        subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+def _native_and_valgrind(
+    cmd: list[str], timeout: float = 600
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
     native = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    under = subprocess.run([str(VALGRIND), *VG_ARGS, *cmd], capture_output=True, text=True,
-                           timeout=timeout, check=False)
+    under = subprocess.run(
+        [str(VALGRIND), *VG_ARGS, *cmd],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     return native, under
 
 
@@ -73,15 +79,29 @@ def test_driver_under_memcheck(built: tuple[Path, Path | None], mode: str, path:
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("direction", ("encrypt", "decrypt"))
 @pytest.mark.parametrize("mode", MODES)
-def test_probe_under_memcheck(built: tuple[Path, Path | None], mode: str, direction: str,
-                              path: str) -> None:
+def test_probe_under_memcheck(
+    built: tuple[Path, Path | None], mode: str, direction: str, path: str
+) -> None:
     _need_path(mode, path)
     _, probe = built
     if probe is None:
         pytest.skip("native/probe has no sources yet (vc-probe not built)")
     length = "33" if mode == "cfb1" else "77"
-    cmd = [str(probe), "--mode", mode, "--dir", direction, "--key-bits", "256",
-           "--length", length, "--impl", path, "--seed", "7"]
+    cmd = [
+        str(probe),
+        "--mode",
+        mode,
+        "--dir",
+        direction,
+        "--key-bits",
+        "256",
+        "--length",
+        length,
+        "--impl",
+        path,
+        "--seed",
+        "7",
+    ]
     native, under = _native_and_valgrind(cmd)
     _check_memcheck(under, " ".join(cmd[1:]))
     assert under.returncode == 0, f"probe under valgrind: {under.stdout}{under.stderr[-3000:]}"
@@ -93,8 +113,12 @@ def test_probe_under_memcheck(built: tuple[Path, Path | None], mode: str, direct
 def test_memcheck_catches_an_overrun(built: tuple[Path, Path | None]) -> None:
     """Positive control: a call claiming one byte more than was allocated is reported."""
     driver, _ = built
-    under = subprocess.run([str(VALGRIND), *VG_ARGS, str(driver), "cfb128", "generic",
-                            "--overrun"], capture_output=True, text=True, timeout=300,
-                           check=False)
+    under = subprocess.run(
+        [str(VALGRIND), *VG_ARGS, str(driver), "cfb128", "generic", "--overrun"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert under.returncode == 99, under.stderr[-3000:]
     assert "Invalid read" in under.stderr, under.stderr[-3000:]

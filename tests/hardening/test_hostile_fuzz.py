@@ -47,18 +47,62 @@ SEED = int(os.environ.get("SDEMATRIX_HOSTILE_SEED", "20261201"))
 PER_INPUT_S = 1.0  # CPU seconds any single input may take
 
 SHORT_TOKENS = [
-    "1e999", "-1", "NaN", "\x00", "\x01", "\x1b[2J", "\x7f", "\x85", "\u2028", "\ufeff",
-    "\ud800", "\t", "\r", "\n", "&a", "*a", "<<: *a", "]", "}", "'", '"', "\\", "#", "%",
-    ": ", "- ", "!!python/object/apply:os.system", "!!binary", "!!set",
-    "!!timestamp 2001-13-45", "---", "*total", "# $", "# EMIT_", "<!DOCTYPE x>",
-    "<!ENTITY a 'b'>", "&a;", "]]>", "<![CDATA[", "é", "\udcff", '<?xml encoding="utf-99"?>',
-]  # fmt: skip
+    "1e999",
+    "-1",
+    "NaN",
+    "\x00",
+    "\x01",
+    "\x1b[2J",
+    "\x7f",
+    "\x85",
+    "\u2028",
+    "\ufeff",
+    "\ud800",
+    "\t",
+    "\r",
+    "\n",
+    "&a",
+    "*a",
+    "<<: *a",
+    "]",
+    "}",
+    "'",
+    '"',
+    "\\",
+    "#",
+    "%",
+    ": ",
+    "- ",
+    "!!python/object/apply:os.system",
+    "!!binary",
+    "!!set",
+    "!!timestamp 2001-13-45",
+    "---",
+    "*total",
+    "# $",
+    "# EMIT_",
+    "<!DOCTYPE x>",
+    "<!ENTITY a 'b'>",
+    "&a;",
+    "]]>",
+    "<![CDATA[",
+    "é",
+    "\udcff",
+    '<?xml encoding="utf-99"?>',
+]
 # the expensive ones (they exceed a limit: Python's 4,300 digits, the depth
 # caps, a regex's backtracking), drawn less often to keep the corpus fast
 LONG_TOKENS = [
-    "9" * 4400, "-" + "9" * 4400, "0x" + "f" * 4400, "f" * 4400, "[" * 300, "{" * 300,
-    " IMG: " * 2000, " at [" * 2000, "<x>" * 300,
-]  # fmt: skip
+    "9" * 4400,
+    "-" + "9" * 4400,
+    "0x" + "f" * 4400,
+    "f" * 4400,
+    "[" * 300,
+    "{" * 300,
+    " IMG: " * 2000,
+    " at [" * 2000,
+    "<x>" * 300,
+]
 
 
 def _mutate(rng: random.Random, text: str) -> str:
@@ -154,8 +198,10 @@ def run_corpus(
             _one_line(e, source)
             tally["refused"] += 1
         except Exception as e:
-            raise AssertionError(f"{name} input {i} (seed {SEED}): {type(e).__name__}: {e}; "
-                                 f"input starts {str(data)[:300]!r}") from e  # fmt: skip
+            raise AssertionError(
+                f"{name} input {i} (seed {SEED}): {type(e).__name__}: {e}; "
+                f"input starts {str(data)[:300]!r}"
+            ) from e
         took = time.process_time() - t0
         worst = max(worst, took)
         assert took < PER_INPUT_S, f"{name} input {i}: {took:.2f} s"
@@ -182,15 +228,19 @@ def _yaml_doc(rng: random.Random) -> str:
         elif r == 2:
             name = f"a{k}"
             anchors.append(name)
-            items = ", ".join(rng.choice(["AES", "AVX2", "SSE4_1", "0x1f", "12"])
-                              for _ in range(rng.randrange(1, 6)))  # fmt: skip
+            items = ", ".join(
+                rng.choice(["AES", "AVX2", "SSE4_1", "0x1f", "12"])
+                for _ in range(rng.randrange(1, 6))
+            )
             lines.append(f"{key}: &{name} [{items}]")
         elif r == 3 and anchors:
             lines.append(f"{key}: [*{rng.choice(anchors)}, MONITOR]")
         else:
             lines.append(f"{key}:")
             for j in range(rng.randrange(1, 4)):
-                lines.append(f"  k{j}: {{leaf: {rng.randrange(99)}, eax: 0x{rng.randrange(1 << 32):x}}}")
+                lines.append(
+                    f"  k{j}: {{leaf: {rng.randrange(99)}, eax: 0x{rng.randrange(1 << 32):x}}}"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -208,9 +258,17 @@ def test_yaml_corpus() -> None:
 
 # ----------------------------------------------------------------- SDE mix --
 
-_INSNS = ["VAESENC_YMMu128_YMMu128_YMMu128", "AESENC_XMMdq_XMMdq", "ADD_GPRv_GPRv_01", "MOV",
-          "VPCLMULQDQ_ZMMu128_ZMMu64_ZMMu64_IMM8_AVX512", "*isa-ext-AES", "*isa-set-AVX2",
-          "*category-AES", "*mem-read-8"]  # fmt: skip
+_INSNS = [
+    "VAESENC_YMMu128_YMMu128_YMMu128",
+    "AESENC_XMMdq_XMMdq",
+    "ADD_GPRv_GPRv_01",
+    "MOV",
+    "VPCLMULQDQ_ZMMu128_ZMMu64_ZMMu64_IMM8_AVX512",
+    "*isa-ext-AES",
+    "*isa-set-AVX2",
+    "*category-AES",
+    "*mem-read-8",
+]
 
 
 def _mix_block(rng: random.Random, header: str) -> tuple[list[str], int]:
@@ -227,16 +285,23 @@ def _mix_block(rng: random.Random, header: str) -> tuple[list[str], int]:
 
 def _mix_doc(rng: random.Random) -> tuple[str, int, int]:
     """(text, the global total, how many functions) of a small SDE mix."""
-    lines = ["# Mix output version 10", "# EMIT_IMAGE_ADDRESSES", "#",
-             f"/lib/x{rng.randrange(9)}.so  7f00{rng.randrange(1 << 16):04x}  7f10000000",
-             "# END_IMAGE_ADDRESSES", f"# EMIT_DYNAMIC_STATS FOR TID {rng.randrange(99)}"]  # fmt: skip
+    lines = [
+        "# Mix output version 10",
+        "# EMIT_IMAGE_ADDRESSES",
+        "#",
+        f"/lib/x{rng.randrange(9)}.so  7f00{rng.randrange(1 << 16):04x}  7f10000000",
+        "# END_IMAGE_ADDRESSES",
+        f"# EMIT_DYNAMIC_STATS FOR TID {rng.randrange(99)}",
+    ]
     rows, _ = _mix_block(rng, "# $dynamic-counts")
     lines += rows
     nfunc = rng.randrange(3)
     for f in range(nfunc):
         lo = rng.randrange(1 << 47)
-        head = (f"# $dynamic-counts-for-function: fn{f}<int, a b>  IMG: /usr/lib/l{f}.so "
-                f"at [0x{lo:x}, 0x{lo + 99:x})  {rng.randrange(100)}.5%")  # fmt: skip
+        head = (
+            f"# $dynamic-counts-for-function: fn{f}<int, a b>  IMG: /usr/lib/l{f}.so "
+            f"at [0x{lo:x}, 0x{lo + 99:x})  {rng.randrange(100)}.5%"
+        )
         rows, _ = _mix_block(rng, head)
         lines += rows
     lines.append("# EMIT_GLOBAL_DYNAMIC_STATS")
@@ -266,17 +331,32 @@ def _results_doc(rng: random.Random) -> tuple[dict[str, Any], int]:
     cells = []
     for i in range(rng.randrange(1, 6)):
         cpu = rng.choice(["hsw", "spr", "icl"])
-        cells.append({
-            "cell": f"{cpu}.gcm.encrypt.{rng.choice((128, 256))}.{i}", "cpu": cpu,
-            "mode": "gcm", "direction": rng.choice(["encrypt", "decrypt"]),
-            "status": rng.choice(["pass", "fail", "error", "skip"]),
-            "path": "aesni", "expected_path": "aesni", "duration_s": rng.random() * 9,
-            "mix_summary": {"total": rng.randrange(1 << 40), "by_width": {"xmm": 3},
-                            "top_isa_sets": {"AES": 2}},
-            "reasons": ["r"], "files": {"cell": f"cells/c{i}.json"},
-        })  # fmt: skip
-    return {"schema": "sdematrix-results/1", "cells": cells, "models": {"hsw": {"title": "H"}},
-            "counts": {"pass": 1}, "not_run": ["spr.cfb1.encrypt.128.16"]}, len(cells) + 1  # fmt: skip
+        cells.append(
+            {
+                "cell": f"{cpu}.gcm.encrypt.{rng.choice((128, 256))}.{i}",
+                "cpu": cpu,
+                "mode": "gcm",
+                "direction": rng.choice(["encrypt", "decrypt"]),
+                "status": rng.choice(["pass", "fail", "error", "skip"]),
+                "path": "aesni",
+                "expected_path": "aesni",
+                "duration_s": rng.random() * 9,
+                "mix_summary": {
+                    "total": rng.randrange(1 << 40),
+                    "by_width": {"xmm": 3},
+                    "top_isa_sets": {"AES": 2},
+                },
+                "reasons": ["r"],
+                "files": {"cell": f"cells/c{i}.json"},
+            }
+        )
+    return {
+        "schema": "sdematrix-results/1",
+        "cells": cells,
+        "models": {"hsw": {"title": "H"}},
+        "counts": {"pass": 1},
+        "not_run": ["spr.cfb1.encrypt.128.16"],
+    }, len(cells) + 1
 
 
 def _touch_everything(res: Any) -> None:
@@ -285,15 +365,27 @@ def _touch_everything(res: Any) -> None:
     for g in res.groups().values():
         _ = (g.status, g.path, g.expected_path)
     for c in res.cells:
-        _ = (c.detail, c.mix, c.overall, c.total_instructions, c.by_width, c.by_isa_set,
-             c.violations, c.workload)  # fmt: skip
+        _ = (
+            c.detail,
+            c.mix,
+            c.overall,
+            c.total_instructions,
+            c.by_width,
+            c.by_isa_set,
+            c.violations,
+            c.workload,
+        )
 
 
 def test_results_dir_corpus(fast_dir: Path) -> None:
     root = fast_dir / "r"
     (root / "cells").mkdir(parents=True)
-    cell_json = json.dumps({"outcome": {"cell": "hsw.gcm.encrypt.128.0"},
-                            "run": {"violations": [{"reason": "x", "address": "0x1"}]}})  # fmt: skip
+    cell_json = json.dumps(
+        {
+            "outcome": {"cell": "hsw.gcm.encrypt.128.0"},
+            "run": {"violations": [{"reason": "x", "address": "0x1"}]},
+        }
+    )
 
     def gen(rng: random.Random, i: int) -> tuple[tuple[str, str], int | None]:
         doc, ncells = _results_doc(rng)
@@ -338,11 +430,16 @@ def test_json_decoder_corpus() -> None:
 def _junit_doc(rng: random.Random) -> tuple[str, int]:
     suites = []
     for s in range(rng.randrange(1, 4)):
-        cases = "".join(f'<testcase classname="c{s}" name="t{k}" time="0.1"/>'
-                        for k in range(rng.randrange(3)))  # fmt: skip
-        suites.append(f'<testsuite name="s{s}" tests="{rng.randrange(99)}" failures="0" '
-                      f'errors="0" skipped="0" time="{rng.random():.3f}">{cases}</testsuite>')  # fmt: skip
-    return '<?xml version="1.0" encoding="utf-8"?>\n<testsuites>' + "".join(suites) + "</testsuites>", len(suites)  # fmt: skip
+        cases = "".join(
+            f'<testcase classname="c{s}" name="t{k}" time="0.1"/>' for k in range(rng.randrange(3))
+        )
+        suites.append(
+            f'<testsuite name="s{s}" tests="{rng.randrange(99)}" failures="0" '
+            f'errors="0" skipped="0" time="{rng.random():.3f}">{cases}</testsuite>'
+        )
+    return '<?xml version="1.0" encoding="utf-8"?>\n<testsuites>' + "".join(
+        suites
+    ) + "</testsuites>", len(suites)
 
 
 def test_junit_corpus(fast_dir: Path) -> None:
@@ -366,10 +463,24 @@ def test_junit_corpus(fast_dir: Path) -> None:
 
 
 def _probe_doc(rng: random.Random) -> str:
-    report = {"probe": 1, "status": "ok", "mode": "gcm", "dir": "encrypt", "key_bits": 128,
-              "length": rng.randrange(1 << 20), "seed": rng.randrange(1 << 64), "forced": False,
-              "selected": {"gcm": "aesni"}, "features": ["aes"], "vendor": "GenuineIntel",
-              "family": 6, "model": 0xCF, "xcr0": "0xe7", "digest": "ab" * 32, "path": "aesni"}  # fmt: skip
+    report = {
+        "probe": 1,
+        "status": "ok",
+        "mode": "gcm",
+        "dir": "encrypt",
+        "key_bits": 128,
+        "length": rng.randrange(1 << 20),
+        "seed": rng.randrange(1 << 64),
+        "forced": False,
+        "selected": {"gcm": "aesni"},
+        "features": ["aes"],
+        "vendor": "GenuineIntel",
+        "family": 6,
+        "model": 0xCF,
+        "xcr0": "0xe7",
+        "digest": "ab" * 32,
+        "path": "aesni",
+    }
     return "emulator noise\n" + json.dumps(report) + "\n"
 
 
@@ -389,8 +500,14 @@ def test_probe_output_corpus() -> None:
 
 
 def _tracer_doc(rng: random.Random) -> tuple[str, int]:
-    lines = ["vc-tracer-output 1", "cpuid_mode fault", f"steps {rng.randrange(1 << 40)}",
-             "maps 0", "555555554000-555555556000 r-xp 00000000 08:01 1 /bin/true", "endmaps"]  # fmt: skip
+    lines = [
+        "vc-tracer-output 1",
+        "cpuid_mode fault",
+        f"steps {rng.randrange(1 << 40)}",
+        "maps 0",
+        "555555554000-555555556000 r-xp 00000000 08:01 1 /bin/true",
+        "endmaps",
+    ]
     n = rng.randrange(1, 6)
     for k in range(n):
         lines.append(f"insn 0 {0x555555554000 + k:x} {rng.randrange(1 << 32)} 90")
@@ -422,10 +539,18 @@ def test_tracer_output_corpus() -> None:
 
 
 def _model(title: str, name: str = "hsw") -> CpuModel:
-    return CpuModel(name=name, title=title, vendor="GenuineIntel", sde_chip=None,
-                    qemu_model=None, chip_check_exe_only=False,
-                    cpuid=(CpuidLeaf(0, 0, 0xD, 1, 2, 3), CpuidLeaf(1, 0, 4, 5, 6, 7)),
-                    xcr0=7, isa=frozenset(), max_vector_bits=128)  # fmt: skip
+    return CpuModel(
+        name=name,
+        title=title,
+        vendor="GenuineIntel",
+        sde_chip=None,
+        qemu_model=None,
+        chip_check_exe_only=False,
+        cpuid=(CpuidLeaf(0, 0, 0xD, 1, 2, 3), CpuidLeaf(1, 0, 4, 5, 6, 7)),
+        xcr0=7,
+        isa=frozenset(),
+        max_vector_bits=128,
+    )
 
 
 def test_profile_cannot_be_injected(fast_dir: Path) -> None:
@@ -500,9 +625,11 @@ def test_proc_maps_corpus() -> None:
     symbolizer reads): malformed lines are skipped, never an exception."""
     from sdematrix.evidence.symbols import parse_maps
 
-    base = ("555555554000-555555556000 r-xp 00000000 08:01 1234  /usr/bin/a b\n"
-            "7ffff7fc3000-7ffff7fc7000 r--p 00000000 00:00 0      [vvar]\n"
-            "7ffff7fc7000-7ffff7fc9000 r-xp 00000000 00:00 0      [vdso]\n")  # fmt: skip
+    base = (
+        "555555554000-555555556000 r-xp 00000000 08:01 1234  /usr/bin/a b\n"
+        "7ffff7fc3000-7ffff7fc7000 r--p 00000000 00:00 0      [vvar]\n"
+        "7ffff7fc7000-7ffff7fc9000 r-xp 00000000 00:00 0      [vdso]\n"
+    )
 
     rng = random.Random(f"{SEED}:maps")
     for i in range(N):

@@ -84,7 +84,7 @@ def _shipped_with(old: str, new: str) -> str:
         ("recursive-alias", "version: 1\nx-r: &r [1, *r]\n", "recursive alias"),
         ("deep-nesting", "x: " + "[" * 500 + "]" * 500 + "\n", "levels deep"),
         ("deep-block-nesting", "".join(f"{' ' * i}k{i}:\n" for i in range(500)), "levels deep"),
-        ("control-char", "version: 1\nx-t: \"a\x01b\"\n", "control character U+0001"),
+        ("control-char", 'version: 1\nx-t: "a\x01b"\n', "control character U+0001"),
         ("nul", "version: 1\x00\n", "control character U+0000"),
         ("huge-int", "version: 1\nseed: " + "9" * 5000 + "\n", "out of range"),
         ("bad-date", "version: 1\nx-d: 2001-13-45\n", "cannot read the value"),
@@ -111,13 +111,19 @@ def test_hostile_matrix_yaml(tmp_path: Path, name: str, content: str, needle: st
         ('title: "Haswell', 'title: "Has\\nwell', "control character U+000A"),
         ('title: "Haswell', 'title: "Has\\x85well', "control character U+0085"),
         ("\n  hsw:\n", '\n  "hsw\\n":\n', "key 'hsw\\n' is not allowed"),
-        ("\n  overrides:\n", '\n  overrides:\n    "hsw.gcm.encrypt\\n": aesni\n',
-         "key 'hsw.gcm.encrypt\\n' is not allowed"),
-        ("\n  overrides:\n", '\n  overrides:\n    "hsw.gcm.encrypt\\nxcr0 0": aesni\n',
-         "is not allowed"),
+        (
+            "\n  overrides:\n",
+            '\n  overrides:\n    "hsw.gcm.encrypt\\n": aesni\n',
+            "key 'hsw.gcm.encrypt\\n' is not allowed",
+        ),
+        (
+            "\n  overrides:\n",
+            '\n  overrides:\n    "hsw.gcm.encrypt\\nxcr0 0": aesni\n',
+            "is not allowed",
+        ),
     ],
     ids=_short,
-)  # fmt: skip
+)
 def test_values_cannot_carry_control_characters(
     tmp_path: Path, old: str, new: str, needle: str
 ) -> None:
@@ -143,14 +149,20 @@ def test_the_shipped_matrix_is_unchanged() -> None:
     ("what", "old", "new", "needle"),
     [
         ("count", "\n*total", "\nADD " + "9" * 4300 + "\n*total", "count out of range"),
-        ("thread id", "EMIT_DYNAMIC_STATS FOR TID 0", "EMIT_DYNAMIC_STATS FOR TID " + "7" * 4300,
-         "thread id out of range"),
+        (
+            "thread id",
+            "EMIT_DYNAMIC_STATS FOR TID 0",
+            "EMIT_DYNAMIC_STATS FOR TID " + "7" * 4300,
+            "thread id out of range",
+        ),
         ("image address", "7f6bd787c000", "f" * 4300, "image address out of range"),
         ("function address", "0x7f6bd7898f10", "0x" + "f" * 4300, "function address out of range"),
     ],
     ids=_short,
-)  # fmt: skip
-def test_mix_numbers_out_of_range(tmp_path: Path, what: str, old: str, new: str, needle: str) -> None:
+)
+def test_mix_numbers_out_of_range(
+    tmp_path: Path, what: str, old: str, new: str, needle: str
+) -> None:
     text = _mix_text()
     assert old in text, what
     f = tmp_path / "big.mix"
@@ -178,8 +190,11 @@ def test_mix_header_still_parses_names_and_images() -> None:
     mix = parse_mix_text(_mix_text(), "fixture")
     by_name = {f.name: f for f in mix.functions}
     f = by_name["omp_get_num_procs"]
-    assert (f.image, f.lo, f.hi) == ("/lib/x86_64-linux-gnu/libgomp.so.1", 0x7F6BD7898F10,
-                                     0x7F6BD7898F8B)  # fmt: skip
+    assert (f.image, f.lo, f.hi) == (
+        "/lib/x86_64-linux-gnu/libgomp.so.1",
+        0x7F6BD7898F10,
+        0x7F6BD7898F8B,
+    )
     assert any(n.startswith("std::mersenne_twister_engine<") for n in by_name)
 
 
@@ -205,8 +220,9 @@ def test_fifo_mix(tmp_path: Path) -> None:
 def test_fifo_expectations(tmp_path: Path) -> None:
     f = _fifo(tmp_path / "e.yaml")
     small = REPO_FIXTURE / "matrix" / "good.yaml"  # the shipped one alone costs ~0.8 s CPU
-    r = run_bounded("exec", "--cpu", "wsm", "--matrix", str(small), "--expect", str(f),
-                    "--", "/bin/true")  # fmt: skip
+    r = run_bounded(
+        "exec", "--cpu", "wsm", "--matrix", str(small), "--expect", str(f), "--", "/bin/true"
+    )
     assert_one_line_error(r, 2, str(f), "a FIFO")
 
 
@@ -228,13 +244,23 @@ def test_oversized_input(tmp_path: Path) -> None:
 def _results_dir(root: Path, cell_file: Path | None = None) -> Path:
     root.mkdir()
     (root / "cells").mkdir()
-    cell = {"cell": "hsw.gcm.encrypt.128.16", "cpu": "hsw", "mode": "gcm",
-            "direction": "encrypt", "status": "pass", "path": "aesni",
-            "expected_path": "aesni"}  # fmt: skip
+    cell = {
+        "cell": "hsw.gcm.encrypt.128.16",
+        "cpu": "hsw",
+        "mode": "gcm",
+        "direction": "encrypt",
+        "status": "pass",
+        "path": "aesni",
+        "expected_path": "aesni",
+    }
     if cell_file is not None:
         cell["files"] = {"cell": str(cell_file.relative_to(root))}
-    data = {"schema": "sdematrix-results/1", "cells": [cell], "models": {"hsw": {}},
-            "counts": {"pass": 1}}  # fmt: skip
+    data = {
+        "schema": "sdematrix-results/1",
+        "cells": [cell],
+        "models": {"hsw": {}},
+        "counts": {"pass": 1},
+    }
     (root / "results.json").write_text(json.dumps(data))
     return root
 
@@ -272,22 +298,37 @@ def test_fifo_results_json_and_junit(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "text", "needle"),
     [
-        ("huge-int", '{"schema": "sdematrix-results/1", "cells": [], "n": ' + "9" * 5000 + "}",
-         "5000 digits is out of range"),
-        ("deep", '{"schema": "sdematrix-results/1", "cells": [], "x": ' + "[" * 100_000
-         + "]" * 100_000 + "}", "nested"),
-        ("surrogate", '{"schema": "sdematrix-results/1", "cells": [], "x": "\\ud800"}',
-         "surrogate"),
+        (
+            "huge-int",
+            '{"schema": "sdematrix-results/1", "cells": [], "n": ' + "9" * 5000 + "}",
+            "5000 digits is out of range",
+        ),
+        (
+            "deep",
+            '{"schema": "sdematrix-results/1", "cells": [], "x": '
+            + "[" * 100_000
+            + "]" * 100_000
+            + "}",
+            "nested",
+        ),
+        (
+            "surrogate",
+            '{"schema": "sdematrix-results/1", "cells": [], "x": "\\ud800"}',
+            "surrogate",
+        ),
         ("not-utf8", b'{"schema": "\xff"}'.decode("latin-1"), "not UTF-8"),
     ],
     ids=_short,
-)  # fmt: skip
+)
 def test_hostile_results_json(tmp_path: Path, name: str, text: str, needle: str) -> None:
     d = tmp_path / name
     d.mkdir()
     (d / "results.json").write_bytes(text.encode("latin-1" if name == "not-utf8" else "utf-8"))
-    for args in (("report", str(d)), ("diff", str(d), str(d)),
-                 ("merge-results", str(d), "--out", str(tmp_path / "m"))):  # fmt: skip
+    for args in (
+        ("report", str(d)),
+        ("diff", str(d), str(d)),
+        ("merge-results", str(d), "--out", str(tmp_path / "m")),
+    ):
         assert_one_line_error(run_bounded(*args), 2, str(d / "results.json"), needle)
 
 
@@ -296,14 +337,27 @@ def test_hostile_values_in_results_json_do_not_crash_the_report(tmp_path: Path) 
     d.mkdir()
     (d / "cells").mkdir()
     cells = [
-        {"cell": "hsw.gcm.encrypt.128.16", "status": "pass", "duration_s": "soon",
-         "key_bits": 1e308, "length": "9" * 100, "reasons": 5,
-         "mix_summary": {"total": "x", "by_width": {"xmm": []}, "top_isa_sets": [1]},
-         "files": {"cell": 7, "mix": ["x"]}},
+        {
+            "cell": "hsw.gcm.encrypt.128.16",
+            "status": "pass",
+            "duration_s": "soon",
+            "key_bits": 1e308,
+            "length": "9" * 100,
+            "reasons": 5,
+            "mix_summary": {"total": "x", "by_width": {"xmm": []}, "top_isa_sets": [1]},
+            "files": {"cell": 7, "mix": ["x"]},
+        },
         {"cell": "hsw.gcm.decrypt.128.16", "status": "fail", "duration_s": 1e400},
-    ]  # fmt: skip
-    data = {"schema": "sdematrix-results/1", "cells": cells, "models": ["hsw"],
-            "not_run": 3, "backends": "x", "host": 1, "counts": "many"}  # fmt: skip
+    ]
+    data = {
+        "schema": "sdematrix-results/1",
+        "cells": cells,
+        "models": ["hsw"],
+        "not_run": 3,
+        "backends": "x",
+        "host": 1,
+        "counts": "many",
+    }
     (d / "results.json").write_text(json.dumps(data))
     r = run_bounded("report", str(d), "--html", str(tmp_path / "r.html"), "--markdown", "-")
     assert r.returncode == 0, r.stderr
@@ -315,16 +369,25 @@ def test_hostile_values_in_results_json_do_not_crash_the_report(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("name", "xml", "needle"),
     [
-        ("billion-laughs", ('<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "lol">'
-         '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]><testsuite tests="&b;"/>'), "DOCTYPE"),
-        ("deep", "<testsuites>" + "<x>" * 100_000 + "</x>" * 100_000 + "</testsuites>",
-         "nested more than"),
+        (
+            "billion-laughs",
+            (
+                '<?xml version="1.0"?><!DOCTYPE t [<!ENTITY a "lol">'
+                '<!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;">]><testsuite tests="&b;"/>'
+            ),
+            "DOCTYPE",
+        ),
+        (
+            "deep",
+            "<testsuites>" + "<x>" * 100_000 + "</x>" * 100_000 + "</testsuites>",
+            "nested more than",
+        ),
         ("bad-count", '<testsuite name="a" tests="abc"/>', 'tests="abc"> is not a count'),
         ("huge-count", '<testsuite name="a" tests="' + "9" * 5000 + '"/>', "is not a count"),
         ("control", '<testsuite name="a\x01"/>', "not well-formed"),
     ],
     ids=_short,
-)  # fmt: skip
+)
 def test_hostile_junit(tmp_path: Path, name: str, xml: str, needle: str) -> None:
     f = tmp_path / f"{name}.xml"
     f.write_text(xml)
@@ -357,12 +420,20 @@ def test_out_dir_paths_refused_up_front(tmp_path: Path) -> None:
             check_output_path(out, what="output directory", want_dir=True)
         commands = [
             ("run", "--matrix", str(SHIPPED_MATRIX), "--cpu", "hsw", "--out", out),
-            ("exec", "--cpu", "hsw", "--matrix", str(SHIPPED_MATRIX), "--out", out, "--",
-             "/bin/true"),
+            (
+                "exec",
+                "--cpu",
+                "hsw",
+                "--matrix",
+                str(SHIPPED_MATRIX),
+                "--out",
+                out,
+                "--",
+                "/bin/true",
+            ),
             ("merge-results", str(good), "--out", out),
-            ("run", "--matrix", str(SHIPPED_MATRIX), "--report", out, "--out",
-             str(tmp_path / "o")),
-        ]  # fmt: skip
+            ("run", "--matrix", str(SHIPPED_MATRIX), "--report", out, "--out", str(tmp_path / "o")),
+        ]
         # each case through one command, each command for at least one case
         args = commands[i % len(commands)]
         line = assert_one_line_error(run_bounded(*args), 2, "not writable", needle)
@@ -384,10 +455,11 @@ def test_out_file_paths_refused_up_front(tmp_path: Path) -> None:
     for i, (out, needle) in enumerate(cases):
         with pytest.raises(OutputDirError, match="cannot write"):
             check_output_path(out, what="JUnit file", want_dir=False)
-        commands = (("merge-junit", str(j), "--out", out),
-                    ("run", "--matrix", str(SHIPPED_MATRIX), "--junit", out, "--out",
-                     str(tmp_path / "o")),
-                    ("report", str(tmp_path), "--html", out))  # fmt: skip
+        commands = (
+            ("merge-junit", str(j), "--out", out),
+            ("run", "--matrix", str(SHIPPED_MATRIX), "--junit", out, "--out", str(tmp_path / "o")),
+            ("report", str(tmp_path), "--html", out),
+        )
         assert_one_line_error(run_bounded(*commands[i % len(commands)]), 2, "cannot write", needle)
     assert not (tmp_path / "o").exists()
 
@@ -429,16 +501,21 @@ def _tracer(tmp_path: Path, profile_text: bytes) -> subprocess.CompletedProcess[
         pytest.skip(f"{TRACER} is not built (python3 setup.py build_ext --inplace)")
     prof = tmp_path / "profile"
     prof.write_bytes(profile_text)
-    return subprocess.run([str(TRACER), "--profile", str(prof), "--out", str(tmp_path / "out"),
-                           "--", "/bin/true"], capture_output=True, text=True, timeout=60,
-                          check=False)  # fmt: skip
+    return subprocess.run(
+        [str(TRACER), "--profile", str(prof), "--out", str(tmp_path / "out"), "--", "/bin/true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def _host_profile() -> bytes:
     if not TRACER.is_file():
         pytest.skip(f"{TRACER} is not built (python3 setup.py build_ext --inplace)")
-    return subprocess.run([str(TRACER), "--host-profile"], capture_output=True, check=True,
-                          timeout=30).stdout  # fmt: skip
+    return subprocess.run(
+        [str(TRACER), "--host-profile"], capture_output=True, check=True, timeout=30
+    ).stdout
 
 
 def test_tracer_reads_a_record_longer_than_any_buffer(tmp_path: Path) -> None:
@@ -475,10 +552,18 @@ def test_profile_from_a_hostile_model_runs(tmp_path: Path) -> None:
             leaves.append(CpuidLeaf(*(int(p, 16) for p in parts[1:7])))
         elif parts and parts[0] == "xcr0":
             xcr0 = int(parts[1], 16)
-    model = CpuModel(name="h", title="T\nxcr0 0\ncpuid zz\r\n\x00site x", vendor="GenuineIntel",
-                     sde_chip=None, qemu_model=None, chip_check_exe_only=False,
-                     cpuid=tuple(leaves), xcr0=xcr0, isa=frozenset(),
-                     max_vector_bits=512)  # fmt: skip
+    model = CpuModel(
+        name="h",
+        title="T\nxcr0 0\ncpuid zz\r\n\x00site x",
+        vendor="GenuineIntel",
+        sde_chip=None,
+        qemu_model=None,
+        chip_check_exe_only=False,
+        cpuid=tuple(leaves),
+        xcr0=xcr0,
+        isa=frozenset(),
+        max_vector_bits=512,
+    )
     prof = tmp_path / "p"
     write_profile(prof, model, [])
     text = prof.read_text()

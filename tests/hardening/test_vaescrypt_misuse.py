@@ -42,6 +42,7 @@ IV = bytes(range(16))
 
 # ------------------------------------------------------- type confusion --
 
+
 def test_every_method_on_a_foreign_object_is_a_type_error() -> None:
     made, bad = misuse_sweep.sweep_python()
     assert not bad, "\n".join(bad)
@@ -54,11 +55,15 @@ def test_every_c_entry_point_refuses_another_kind_of_object() -> None:
     assert made >= 52, made  # 13 entry points + 4 frees, 3 foreign kinds each, + the check
 
 
-@pytest.mark.parametrize("call", [
-    lambda c, g: vaescrypt.GcmEncryptor(c, NONCE, None),
-    lambda c, g: vaescrypt.AESGCM.encrypt(c, NONCE, b"data", None),
-    lambda c, g: vaescrypt.AESCFB.encrypt(g, IV, b"data"),
-], ids=["GcmEncryptor(cfb)", "AESGCM.encrypt(cfb)", "AESCFB.encrypt(gcm)"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c, g: vaescrypt.GcmEncryptor(c, NONCE, None),
+        lambda c, g: vaescrypt.AESGCM.encrypt(c, NONCE, b"data", None),
+        lambda c, g: vaescrypt.AESCFB.encrypt(g, IV, b"data"),
+    ],
+    ids=["GcmEncryptor(cfb)", "AESGCM.encrypt(cfb)", "AESCFB.encrypt(gcm)"],
+)
 def test_the_reported_calls_name_the_classes(call) -> None:
     c, g = vaescrypt.AESCFB(KEY, segment_size=8), vaescrypt.AESGCM(KEY)
     with pytest.raises(TypeError, match=r"expected AES(GCM|CFB), got AES(CFB|GCM)"):
@@ -76,13 +81,22 @@ def test_a_freed_or_foreign_object_reads_as_no_kind() -> None:
 def _valgrind(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     if VALGRIND is None:
         pytest.skip("valgrind is not installed (apt-get install valgrind)")
-    env = dict(os.environ, PYTHONMALLOC="malloc",  # every Python block visible to memcheck
-               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]))
+    env = dict(
+        os.environ,
+        PYTHONMALLOC="malloc",  # every Python block visible to memcheck
+        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")]),
+    )
     # sys.executable itself, not a wrapper script: valgrind does not follow
     # an exec by default, and would check the wrapper's shell instead.
-    return subprocess.run([VALGRIND, *VG_ARGS, os.path.realpath(sys.executable), script],
-                          capture_output=True, text=True, env=env, timeout=900, check=False,
-                          cwd=tmp_path)
+    return subprocess.run(
+        [VALGRIND, *VG_ARGS, os.path.realpath(sys.executable), script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+        cwd=tmp_path,
+    )
 
 
 @pytest.mark.slow
@@ -105,7 +119,8 @@ def test_valgrind_sees_a_read_outside_any_object(tmp_path: Path) -> None:
         "c = vaescrypt.AESCFB(bytes(16))\n"
         "addr = c._ref.addr\n"
         "del c\n"
-        "print(lib.vc_cfb_key_path(ffi.cast('vc_cfb_key *', addr), 0))\n")
+        "print(lib.vc_cfb_key_path(ffi.cast('vc_cfb_key *', addr), 0))\n"
+    )
     proc = _valgrind(str(script), tmp_path)
     assert proc.returncode == 99, proc.stderr[-3000:]
     assert "Invalid read of size 4" in proc.stderr and "free'd" in proc.stderr
@@ -148,11 +163,17 @@ except MemoryError as e:
 
 @pytest.mark.parametrize("case", ["encrypt", "encrypt_kw", "decrypt", "stream"])
 def test_gcm_data_over_the_limit_is_a_value_error_without_allocating(
-        case: str, tmp_path: Path) -> None:
+    case: str, tmp_path: Path
+) -> None:
     script = tmp_path / "over.py"
     script.write_text(_OVER_LIMIT)
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "sparse"), case],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "sparse"), case],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout.strip()
     assert out.startswith("ValueError:"), out
@@ -178,6 +199,7 @@ def _hold_busy(stream: object, stop: threading.Event) -> threading.Thread:
                 stream.update(data)  # type: ignore[attr-defined]
             except vaescrypt.ConcurrentUseError:
                 pass
+
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t

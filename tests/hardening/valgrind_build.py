@@ -24,11 +24,18 @@ class ValgrindSetupError(RuntimeError):
 def build(dest: Path, timeout: float = 300) -> tuple[Path, Path | None]:
     """(vg-driver, vc-probe or None when the probe has no sources) under dest."""
     env = {k: v for k, v in os.environ.items() if k != "VAESCRYPT_SANITIZE"}
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), str(dest)], env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), str(dest)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if proc.returncode != 0:
-        raise ValgrindSetupError(f"build failed (exit {proc.returncode}):\n"
-                                 f"{(proc.stdout + proc.stderr)[-3000:]}")
+        raise ValgrindSetupError(
+            f"build failed (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}"
+        )
     probe = dest / "vc-probe"
     return dest / "vg-driver", probe if probe.exists() else None
 
@@ -36,8 +43,9 @@ def build(dest: Path, timeout: float = 300) -> tuple[Path, Path | None]:
 def _build_here(dest: Path) -> None:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_vc_buildinfo",
-                                                  REPO / "src" / "vaescrypt" / "_buildinfo.py")
+    spec = importlib.util.spec_from_file_location(
+        "_vc_buildinfo", REPO / "src" / "vaescrypt" / "_buildinfo.py"
+    )
     assert spec and spec.loader
     bi = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = bi
@@ -45,8 +53,9 @@ def _build_here(dest: Path) -> None:
     assert not bi.sanitize_enabled()
     # -g: valgrind reports then name file:line in the library
     flags = [*bi.our_cflags(), "-g"]
-    objs = bi.compile_objects([*bi.library_sources(REPO), DRIVER_SRC], dest / "obj", root=REPO,
-                              flags=flags)
+    objs = bi.compile_objects(
+        [*bi.library_sources(REPO), DRIVER_SRC], dest / "obj", root=REPO, flags=flags
+    )
     bi.link_executable(objs, dest / "vg-driver")
     if bi.probe_sources(REPO):
         bi.build_probe(dest / "vc-probe", root=REPO, work_dir=dest / "probe-obj")

@@ -43,8 +43,6 @@ CPUS = ["hsw", "snb", "icl", "p4p"]
 ENTRY_POINTS = ("vc_tier_get", "vc_cfb_key_new")
 
 
-
-
 def _compiler_takes(bi: ModuleType, flags: list[str]) -> str | None:
     """None when the C compiler accepts `flags`, else its complaint."""
     proc = subprocess.run(
@@ -107,10 +105,24 @@ def test_cet_probe_passes_models_without_cet(cet_probe: Path, tmp_path: Path) ->
     out = tmp_path / "out"
     junit = out / "junit.xml"
     proc = run_cli(
-        "run", "--matrix", str(SHIPPED_MATRIX), "--backend", "ptrace", "--cpu", ",".join(CPUS),
-        "--jobs", "2", "--timeout", "240", "--out", str(out), "--junit", str(junit),
-        env=cli_env(SDEMATRIX_PROBE=str(cet_probe)), timeout=900,
-    )  # fmt: skip
+        "run",
+        "--matrix",
+        str(SHIPPED_MATRIX),
+        "--backend",
+        "ptrace",
+        "--cpu",
+        ",".join(CPUS),
+        "--jobs",
+        "2",
+        "--timeout",
+        "240",
+        "--out",
+        str(out),
+        "--junit",
+        str(junit),
+        env=cli_env(SDEMATRIX_PROBE=str(cet_probe)),
+        timeout=900,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     cells = read_cells(out)
     cells.pop("")

@@ -78,27 +78,66 @@ CORPUS = [
     Program("zstd", ("zstd", "-c", "-q")),
     Program("bzip2", ("bzip2", "-c")),
     Program("lz4", ("lz4", "-c", "-q")),
-    Program("python3", ("/usr/bin/python3", "-I", "-S", "-c", PY), b"",
-            dlopens="/usr/lib/python3.11/lib-dynload/"),
+    Program(
+        "python3",
+        ("/usr/bin/python3", "-I", "-S", "-c", PY),
+        b"",
+        dlopens="/usr/lib/python3.11/lib-dynload/",
+    ),
     Program("perl", ("perl", "-e", PERL)),
-    Program("awk", ("awk", ('BEGIN { printf "%f\\n", 123456789.123 }'
-                           ' { n += $2; w[$6]++ } END { printf "%.3f %d\\n", n / NR, length(w) }'))),
+    Program(
+        "awk",
+        (
+            "awk",
+            (
+                'BEGIN { printf "%f\\n", 123456789.123 }'
+                ' { n += $2; w[$6]++ } END { printf "%.3f %d\\n", n / NR, length(w) }'
+            ),
+        ),
+    ),
     Program("sqlite3", ("sqlite3", ":memory:", SQL), b""),
-    Program("openssl", ("openssl", "enc", "-aes-256-cbc", "-pbkdf2", "-iter", "1000",
-                        "-pass", "pass:corpus", "-S", "0102030405060708")),
-    Program("iconv", ("iconv", "-f", "UTF-8", "-t", "UTF-16LE"),
-            dlopens="/usr/lib/x86_64-linux-gnu/gconv/"),
-    Program("jq", ("jq", "-c", "-n", "[range(0; 500)] | map(. * 1.5) | [add, (map(tostring) | length)]"),
-            b""),
+    Program(
+        "openssl",
+        (
+            "openssl",
+            "enc",
+            "-aes-256-cbc",
+            "-pbkdf2",
+            "-iter",
+            "1000",
+            "-pass",
+            "pass:corpus",
+            "-S",
+            "0102030405060708",
+        ),
+    ),
+    Program(
+        "iconv",
+        ("iconv", "-f", "UTF-8", "-t", "UTF-16LE"),
+        dlopens="/usr/lib/x86_64-linux-gnu/gconv/",
+    ),
+    Program(
+        "jq",
+        ("jq", "-c", "-n", "[range(0; 500)] | map(. * 1.5) | [add, (map(tostring) | length)]"),
+        b"",
+    ),
     Program("sort", ("sort", "-g", "-k2,2", "-s")),
     Program("libc_numbers", ("@libc_numbers",), b""),
-]  # fmt: skip
+]
 
 
-def _sdematrix(*args: str, stdin: bytes = b"", timeout: float = 900) -> subprocess.CompletedProcess[bytes]:
+def _sdematrix(
+    *args: str, stdin: bytes = b"", timeout: float = 900
+) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, "-m", "sdematrix", *args], input=stdin,
-                          capture_output=True, env=env, timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "sdematrix", *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _results(out: Path) -> dict[str, dict]:
@@ -108,8 +147,9 @@ def _results(out: Path) -> dict[str, dict]:
 def _build(src: Path, exe: Path, *flags: str) -> Path:
     if shutil.which("gcc") is None:
         pytest.fail("gcc not found: ci/bootstrap.sh installs it")
-    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", *flags, "-o", str(exe), str(src)],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", *flags, "-o", str(exe), str(src)], check=True
+    )
     return exe
 
 
@@ -129,16 +169,21 @@ def test_corpus_program_passes_every_model(prog: Program, tmp_path: Path) -> Non
     argv = _argv(prog, tmp_path)
     native = subprocess.run(argv, input=prog.stdin, capture_output=True, timeout=120, check=True)
     out = tmp_path / "out"
-    p = _sdematrix("exec", "--cpu", ",".join(MODELS), "--out", str(out), "--", *argv,
-                   stdin=prog.stdin)  # fmt: skip
+    p = _sdematrix(
+        "exec", "--cpu", ",".join(MODELS), "--out", str(out), "--", *argv, stdin=prog.stdin
+    )
     err = p.stderr.decode(errors="replace")
     assert (out / "results.json").is_file(), err
     res = _results(out)
-    bad = {m: res[m]["reasons"] for m in MODELS if res[m]["status"] != "pass" or res[m]["violations"]}
+    bad = {
+        m: res[m]["reasons"] for m in MODELS if res[m]["status"] != "pass" or res[m]["violations"]
+    }
     assert not bad, f"{prog.name}: false alarms or failures on correct code: {bad}"
     assert p.returncode == 0, err
     for m in MODELS:
-        assert (out / m / "stdout").read_bytes() == native.stdout, f"{prog.name} under {m}: output differs"
+        assert (out / m / "stdout").read_bytes() == native.stdout, (
+            f"{prog.name} under {m}: output differs"
+        )
         meta = res[m]["meta"]
         assert meta["distinct_instructions"] > 1000, (m, meta)
         if prog.dlopens:  # code of dlopen'd modules ran and was checked
@@ -154,12 +199,20 @@ def test_corpus_program_passes_every_model(prog: Program, tmp_path: Path) -> Non
 # level adds over the lower model, (hot function, ISA-set prefix it must run
 # on the higher model))
 LEVELS = {
-    "v2": ("p4p", "nhm", {"POPCNT", "SSSE3", "SSE4", "SSE42"}, [("popcounts", "POPCNT"),
-                                                                ("scale_add", "SSE4")]),
-    "v3": ("snb", "hsw", {"AVX2", "AVX2GATHER", "BMI1", "BMI2", "FMA", "F16C", "MOVBE", "LZCNT"},
-           [("scale_add", "AVX2")]),
+    "v2": (
+        "p4p",
+        "nhm",
+        {"POPCNT", "SSSE3", "SSE4", "SSE42"},
+        [("popcounts", "POPCNT"), ("scale_add", "SSE4")],
+    ),
+    "v3": (
+        "snb",
+        "hsw",
+        {"AVX2", "AVX2GATHER", "BMI1", "BMI2", "FMA", "F16C", "MOVBE", "LZCNT"},
+        [("scale_add", "AVX2")],
+    ),
     "v4": ("hsw", "skx", None, [("scale_add", "AVX512F_"), ("to_double", "AVX512DQ_")]),
-}  # fmt: skip
+}
 LEVEL_FUNCTIONS = {"main", "fill", "popcounts", "scale_add", "to_double"}
 VIOLATION = re.compile(
     r"chip check \((?P<model>\w+)\): (?P<mnemonic>[A-Z0-9]+) (?P<function>\S+) in (?P<image>\S+) "

@@ -35,8 +35,14 @@ pytestmark = pytest.mark.skipif(
 
 def _sdematrix(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, "-m", "sdematrix", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "sdematrix", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _results(out: Path) -> dict[str, dict]:
@@ -62,12 +68,27 @@ def _need(module: str) -> None:
 def test_openssl_cfb128_decrypt_vaes_on_spr_aesni_on_hsw(tmp_path: Path) -> None:
     _need("cryptography")
     d = EXAMPLES / "openssl_cfb"
-    native = subprocess.run([sys.executable, "-I", str(d / "cfb.py"), "cfb128-decrypt"],
-                            capture_output=True, text=True, check=True).stdout  # fmt: skip
+    native = subprocess.run(
+        [sys.executable, "-I", str(d / "cfb.py"), "cfb128-decrypt"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     out = tmp_path / "out"
-    p = _sdematrix("exec", "--cpu", "hsw,spr", "--expect", str(d / "cfb128.expect.yaml"),
-                   "--out", str(out), "--", sys.executable, "-I", str(d / "cfb.py"),
-                   "cfb128-decrypt")  # fmt: skip
+    p = _sdematrix(
+        "exec",
+        "--cpu",
+        "hsw,spr",
+        "--expect",
+        str(d / "cfb128.expect.yaml"),
+        "--out",
+        str(out),
+        "--",
+        sys.executable,
+        "-I",
+        str(d / "cfb.py"),
+        "cfb128-decrypt",
+    )
     assert p.returncode == 0, p.stderr
     res = _results(out)
     for m in ("hsw", "spr"):
@@ -77,7 +98,8 @@ def test_openssl_cfb128_decrypt_vaes_on_spr_aesni_on_hsw(tmp_path: Path) -> None
     assert "1 of 2 expectations applied" in v["hsw"] and "1 of 2 expectations applied" in v["spr"]
     spr = _functions(out, "spr", "_rust")
     assert spr["ossl_aes_cfb128_vaes_dec"].get("AVX512_VAES_512", 0) > 0, spr.get(
-        "ossl_aes_cfb128_vaes_dec")
+        "ossl_aes_cfb128_vaes_dec"
+    )
     hsw = _functions(out, "hsw", "_rust")
     assert "ossl_aes_cfb128_vaes_dec" not in hsw
     assert hsw["aesni_encrypt"].get("AES", 0) > 0
@@ -88,9 +110,20 @@ def test_openssl_cfb8_takes_no_vaes(tmp_path: Path) -> None:
     _need("cryptography")
     d = EXAMPLES / "openssl_cfb"
     out = tmp_path / "out"
-    p = _sdematrix("exec", "--cpu", "spr", "--expect", str(d / "cfb8.expect.yaml"),
-                   "--out", str(out), "--", sys.executable, "-I", str(d / "cfb.py"),
-                   "cfb8-decrypt")  # fmt: skip
+    p = _sdematrix(
+        "exec",
+        "--cpu",
+        "spr",
+        "--expect",
+        str(d / "cfb8.expect.yaml"),
+        "--out",
+        str(out),
+        "--",
+        sys.executable,
+        "-I",
+        str(d / "cfb.py"),
+        "cfb8-decrypt",
+    )
     assert p.returncode == 0, p.stderr
     res = _results(out)
     assert res["spr"]["status"] == "pass", res["spr"]["reasons"]
@@ -105,12 +138,25 @@ def test_openssl_expectations_catch_a_vaes_slip(tmp_path: Path) -> None:
     fails on spr naming the VAES function (what the slip would look like)."""
     _need("cryptography")
     d = EXAMPLES / "openssl_cfb"
-    p = _sdematrix("exec", "--cpu", "spr", "--expect", str(d / "cfb8.expect.yaml"), "--",
-                   sys.executable, "-I", str(d / "cfb.py"), "cfb128-decrypt", "1024")  # fmt: skip
+    p = _sdematrix(
+        "exec",
+        "--cpu",
+        "spr",
+        "--expect",
+        str(d / "cfb8.expect.yaml"),
+        "--",
+        sys.executable,
+        "-I",
+        str(d / "cfb.py"),
+        "cfb128-decrypt",
+        "1024",
+    )
     assert p.returncode == 1, p.stderr
-    assert re.search(r"CFB8 never takes a VAES path: forbidden but executed \d+x: "
-                     r"\{isa_set=AVX512_VAES\*\} -- .* in ossl_aes_cfb128_vaes_dec \(_rust",
-                     p.stderr), p.stderr  # fmt: skip
+    assert re.search(
+        r"CFB8 never takes a VAES path: forbidden but executed \d+x: "
+        r"\{isa_set=AVX512_VAES\*\} -- .* in ossl_aes_cfb128_vaes_dec \(_rust",
+        p.stderr,
+    ), p.stderr
 
 
 def test_numpy_dispatch_follows_the_model(tmp_path: Path) -> None:
@@ -118,17 +164,32 @@ def test_numpy_dispatch_follows_the_model(tmp_path: Path) -> None:
     d = EXAMPLES / "numpy_dispatch"
     out = tmp_path / "out"
     # p4p's import fails (exit 1): allowed, so its verdict is the chip check's
-    p = _sdematrix("exec", "--cpu", "p4p,nhm,hsw,spr", "--expect", str(d / "dispatch.expect.yaml"),
-                   "--allow-exit", "1", "--out", str(out), "--",
-                   sys.executable, "-I", str(d / "dispatch.py"))  # fmt: skip
+    p = _sdematrix(
+        "exec",
+        "--cpu",
+        "p4p,nhm,hsw,spr",
+        "--expect",
+        str(d / "dispatch.expect.yaml"),
+        "--allow-exit",
+        "1",
+        "--out",
+        str(out),
+        "--",
+        sys.executable,
+        "-I",
+        str(d / "dispatch.py"),
+    )
     res = _results(out)
     found = {}
     for m in ("nhm", "hsw", "spr"):
         assert res[m]["status"] == "pass" and res[m]["exit_code"] == 0, (m, res[m]["reasons"])
         assert res[m]["meta"]["expectations_applied"] == 1, m
         found[m] = json.loads((out / m / "stdout").read_text().splitlines()[0])["found"]
-    assert found == {"nhm": [], "hsw": ["X86_V3"],
-                     "spr": ["X86_V3", "X86_V4", "AVX512_ICL", "AVX512_SPR"]}, found  # fmt: skip
+    assert found == {
+        "nhm": [],
+        "hsw": ["X86_V3"],
+        "spr": ["X86_V3", "X86_V4", "AVX512_ICL", "AVX512_SPR"],
+    }, found
 
     # p4p: numpy's own error, and the chip check names what ran before it
     assert res["p4p"]["exit_code"] == 1

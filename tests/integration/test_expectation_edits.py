@@ -20,9 +20,23 @@ pytestmark = pytest.mark.skipif(_WHY is not None, reason=str(_WHY))
 
 
 def _run(matrix: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
-    p = run_cli("run", "--matrix", str(matrix), "--cpu", "spr", "--backend", "ptrace",
-                "--jobs", "2", "--out", str(out), timeout=600)
-    results = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else {}
+    p = run_cli(
+        "run",
+        "--matrix",
+        str(matrix),
+        "--cpu",
+        "spr",
+        "--backend",
+        "ptrace",
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
+        timeout=600,
+    )
+    results = (
+        json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else {}
+    )
     return p, results
 
 
@@ -34,10 +48,12 @@ def test_expecting_avx512_for_cfb8_on_spr(tmp_path: Path) -> None:
     text = SHIPPED.read_text()
     assert "  overrides:\n" in text
     edited = tmp_path / "m.yaml"
-    edited.write_text(text.replace(
-        "  overrides:\n",
-        "  overrides:\n    spr.cfb8.encrypt: avx512\n    spr.cfb8.decrypt: avx512\n",
-    ))  # fmt: skip
+    edited.write_text(
+        text.replace(
+            "  overrides:\n",
+            "  overrides:\n    spr.cfb8.encrypt: avx512\n    spr.cfb8.decrypt: avx512\n",
+        )
+    )
     p, results = _run(edited, tmp_path / "out")
     assert p.returncode == 1, p.stderr
     failed = _failed(results)
@@ -66,8 +82,9 @@ def test_zmm_requirement_added_to_aesni(tmp_path: Path) -> None:
     failed = _failed(results)
     # exactly the spr cells whose expected path is aesni (the serial ones)
     m = load_matrix(edited)
-    aesni_cells = {c.name for c in m.cells(["spr"])
-                   if m.expected[(c.cpu, c.mode, c.direction)] == "aesni"}
+    aesni_cells = {
+        c.name for c in m.cells(["spr"]) if m.expected[(c.cpu, c.mode, c.direction)] == "aesni"
+    }
     assert set(failed) == aesni_cells, failed
     assert {c.split(".")[1] for c in failed} == {"cfb128", "cfb8", "cfb1"}
     for reasons in failed.values():

@@ -43,8 +43,6 @@ XCR0_MODEL = "spr_os_ymm"
 ProbeFactory = Callable[[str | None], Path]
 
 
-
-
 @pytest.fixture(scope="session")
 def probe_variant(tmp_path_factory: pytest.TempPathFactory) -> ProbeFactory:
     """fault name (e.g. "CFB8_VAES") or None -> a vc-probe built with it."""
@@ -76,10 +74,23 @@ class Run:
     def __init__(self, probe: Path, matrix: Path, cpus: list[str], out: Path) -> None:
         junit = out / "mutation-junit.xml"
         self.proc = run_cli(
-            "run", "--matrix", str(matrix), "--backend", "ptrace", "--cpu", ",".join(cpus),
-            "--jobs", "2", "--timeout", "120", "--out", str(out), "--junit", str(junit),
+            "run",
+            "--matrix",
+            str(matrix),
+            "--backend",
+            "ptrace",
+            "--cpu",
+            ",".join(cpus),
+            "--jobs",
+            "2",
+            "--timeout",
+            "120",
+            "--out",
+            str(out),
+            "--junit",
+            str(junit),
             env=cli_env(SDEMATRIX_PROBE=str(probe)),
-        )  # fmt: skip
+        )
         assert "Traceback" not in self.proc.stderr, self.proc.stderr
         self.out = out
         self.matrix: Matrix = load_matrix(matrix)

@@ -30,10 +30,15 @@ from sdematrix.spec.models import Cell
 
 TRAP_SOURCE = Path(__file__).resolve().parent.parent / "data" / "trap" / "sse41_aesni_tier.c"
 MODEL = "kvm64_aes"
-TRAPS = ["kvm64_aes", "knl", "spr_novpclmul", "spr_xcr0_ymm", "spr_xcr0_sse", "gnr_leaf23",
-         "adl_avx512"]  # fmt: skip
-
-
+TRAPS = [
+    "kvm64_aes",
+    "knl",
+    "spr_novpclmul",
+    "spr_xcr0_ymm",
+    "spr_xcr0_sse",
+    "gnr_leaf23",
+    "adl_avx512",
+]
 
 
 def test_every_trap_model_names_its_source_and_why() -> None:
@@ -100,9 +105,15 @@ def test_chip_check_catches_sse41_in_a_forced_aesni_tier(
         return probe_command(cell, seed, force_tier="aesni")
 
     report = run_cells(
-        matrix, cells, BackendSelector(matrix, "ptrace"), workdir=tmp_path / "work",
-        jobs=2, timeout=120.0, make_probe=make, handle_signals=False,
-    )  # fmt: skip
+        matrix,
+        cells,
+        BackendSelector(matrix, "ptrace"),
+        workdir=tmp_path / "work",
+        jobs=2,
+        timeout=120.0,
+        make_probe=make,
+        handle_signals=False,
+    )
     assert len(report.records) == 4
     for rec in report.records:
         o = rec.outcome

@@ -37,30 +37,68 @@ RATES = {128: 8e9, 256: 16e9, 512: 15e9}  # lane-rounds/s: ymm reads highest her
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vaescrypt.bench", *args],
-                          check=False, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "vaescrypt.bench", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
-def _row(direction: str, size: int, py: float, crypto: float, c: float = 10000.0,
-         path: str = "avx512", evp: float = 4000.0, mode: str = "gcm",
-         ctr: float | None = 15000.0) -> Row:
-    return Row(mode, direction, path, 256, size, path == "avx512", c, evp, py, crypto,
-               ctr_mbps=ctr)
+def _row(
+    direction: str,
+    size: int,
+    py: float,
+    crypto: float,
+    c: float = 10000.0,
+    path: str = "avx512",
+    evp: float = 4000.0,
+    mode: str = "gcm",
+    ctr: float | None = 15000.0,
+) -> Row:
+    return Row(mode, direction, path, 256, size, path == "avx512", c, evp, py, crypto, ctr_mbps=ctr)
 
 
 # ------------------------------------------------------------ arithmetic --
 
+
 def test_default_sizes_cover_the_odd_tails() -> None:
-    assert bench.DEFAULT_SIZES == (16, 63, 64, 200, 256, 300, 500, 512, 1420, 4095, 4096,
-                                   16384, 65536)
+    assert bench.DEFAULT_SIZES == (
+        16,
+        63,
+        64,
+        200,
+        256,
+        300,
+        500,
+        512,
+        1420,
+        4095,
+        4096,
+        16384,
+        65536,
+    )
 
 
-@pytest.mark.parametrize("mode, size, blocks", [
-    ("gcm", 0, 1), ("gcm", 1, 2), ("gcm", 16, 2), ("gcm", 63, 5), ("gcm", 64, 5),
-    ("gcm", 4095, 257), ("gcm", 16384, 1025),
-    ("ctr", 16, 1), ("ctr", 17, 2),
-    ("cfb128", 16, 1), ("cfb128", 17, 2), ("cfb8", 5, 5), ("cfb1", 5, 40),
-])
+@pytest.mark.parametrize(
+    "mode, size, blocks",
+    [
+        ("gcm", 0, 1),
+        ("gcm", 1, 2),
+        ("gcm", 16, 2),
+        ("gcm", 63, 5),
+        ("gcm", 64, 5),
+        ("gcm", 4095, 257),
+        ("gcm", 16384, 1025),
+        ("ctr", 16, 1),
+        ("ctr", 17, 2),
+        ("cfb128", 16, 1),
+        ("cfb128", 17, 2),
+        ("cfb8", 5, 5),
+        ("cfb1", 5, 40),
+    ],
+)
 def test_aes_blocks(mode: str, size: int, blocks: int) -> None:
     assert aes_blocks(mode, size) == blocks
 
@@ -79,8 +117,9 @@ def test_issue_roof_formula() -> None:
     # Large messages tend to rate x 16 / Nr bytes/s.
     assert issue_roof_mbps(16e9, 256, "cfb128", 1 << 20) == pytest.approx(16e9 * 16 / 14 / 1e6)
     # The key size scales it by Nr exactly; a short GCM message pays E(J0).
-    assert issue_roof_mbps(16e9, 128, "gcm", 4096) / issue_roof_mbps(16e9, 256, "gcm", 4096) \
-        == pytest.approx(14 / 10)
+    assert issue_roof_mbps(16e9, 128, "gcm", 4096) / issue_roof_mbps(
+        16e9, 256, "gcm", 4096
+    ) == pytest.approx(14 / 10)
     assert issue_roof_mbps(16e9, 192, "gcm", 16) == pytest.approx(16 / (2 * 12 / 16e9) / 1e6)
     with pytest.raises(ValueError):
         issue_roof_mbps(0.0, 256, "gcm", 64)
@@ -92,15 +131,17 @@ def test_path_issue_rate_uses_the_best_usable_width() -> None:
     assert path_issue_rate("aesni", RATES) == 8e9
     assert path_issue_rate("vaes_avx2", RATES) == 16e9
     assert path_issue_rate("avx10_256", RATES) == 16e9
-    assert path_issue_rate("avx512", RATES) == 16e9      # its ymm/xmm rounds count too
+    assert path_issue_rate("avx512", RATES) == 16e9  # its ymm/xmm rounds count too
     assert path_issue_rate("avx512", {128: 8e9, 512: 15e9}) == 15e9
-    assert path_issue_rate("generic", RATES) is None     # no AES instructions
+    assert path_issue_rate("generic", RATES) is None  # no AES instructions
     assert path_issue_rate("vaes_avx2", {512: 15e9}) is None  # nothing it can use
 
 
 def test_apply_roofs_path_and_host() -> None:
-    rows = [_row("encrypt", 4096, 5000.0, 4000.0, path="aesni"),
-            _row("encrypt", 4096, 5000.0, 4000.0, path="generic")]
+    rows = [
+        _row("encrypt", 4096, 5000.0, 4000.0, path="aesni"),
+        _row("encrypt", 4096, 5000.0, 4000.0, path="generic"),
+    ]
     apply_roofs(rows, RATES)
     assert rows[0].roof_mbps == pytest.approx(issue_roof_mbps(8e9, 256, "gcm", 4096))
     assert rows[0].host_roof_mbps == pytest.approx(issue_roof_mbps(16e9, 256, "gcm", 4096))
@@ -113,12 +154,13 @@ def test_apply_roofs_path_and_host() -> None:
 
 # ------------------------------------------------------ port-aware roof --
 
+
 def test_port_share_reads_the_mix_loop() -> None:
     # ymm: AES 16e9 lane-rounds/s, multiplies 8e9 lane-mults/s; one pass is
     # 27 x 2 lane-rounds (3.375 ns) and 6 x 2 lane-mults (1.5 ns).
     a, m = 27 * 2 / 16e9, 6 * 2 / 8e9
-    assert port_share(16e9, 8e9, 1 / a, 256) == pytest.approx(0.0)          # separate ports
-    assert port_share(16e9, 8e9, 1 / (a + m), 256) == pytest.approx(1.0)    # one port
+    assert port_share(16e9, 8e9, 1 / a, 256) == pytest.approx(0.0)  # separate ports
+    assert port_share(16e9, 8e9, 1 / (a + m), 256) == pytest.approx(1.0)  # one port
     assert port_share(16e9, 8e9, 1 / (a + 0.25 * m), 256) == pytest.approx(0.25)
     # Faster than either half alone, or slower than the sum: clamped.
     assert port_share(16e9, 8e9, 2 / a, 256) == 0.0
@@ -132,15 +174,17 @@ def test_port_roof_formula() -> None:
     m = 258 * (3 + 2 / 16) / 8e9
     assert port_roof_mbps(16e9, 8e9, 0.0, 256, 256, 4096) == pytest.approx(4096 / a / 1e6)
     assert port_roof_mbps(16e9, 8e9, 1.0, 256, 256, 4096) == pytest.approx(4096 / (a + m) / 1e6)
-    assert port_roof_mbps(16e9, 8e9, 0.5, 256, 256, 4096) \
-        == pytest.approx(4096 / (a + 0.5 * m) / 1e6)
+    assert port_roof_mbps(16e9, 8e9, 0.5, 256, 256, 4096) == pytest.approx(
+        4096 / (a + 0.5 * m) / 1e6
+    )
     # zmm reduces once per 32 blocks; multiplies can be the larger half.
     m512 = 258 * (3 + 2 / 32) / 1e9
     assert port_roof_mbps(16e9, 1e9, 0.0, 512, 256, 4096) == pytest.approx(4096 / m512 / 1e6)
     # Never above the AES-only roof at the same rate.
     for share in (0.0, 0.3, 1.0):
-        assert port_roof_mbps(16e9, 8e9, share, 256, 256, 1420) \
-            <= issue_roof_mbps(16e9, 256, "gcm", 1420) * (1 + 1e-12)
+        assert port_roof_mbps(16e9, 8e9, share, 256, 256, 1420) <= issue_roof_mbps(
+            16e9, 256, "gcm", 1420
+        ) * (1 + 1e-12)
     with pytest.raises(ValueError):
         port_roof_mbps(0.0, 8e9, 0.0, 256, 256, 64)
 
@@ -166,14 +210,15 @@ def test_apply_port_roofs_wide_gcm_rows_only() -> None:
 
 # ---------------------------------------------------- quiet-state check --
 
+
 def test_quiet_state_judges_against_the_quickest_chain() -> None:
     readings = iter([55.0, 52.0, 50.0, 51.0, 53.0])
     q = QuietState(lambda: next(readings), 1.10)
     assert q.quiet_ns == 50.0 and len(q.samples) == 5
-    assert q.is_quiet(54.0, 55.0)          # <= 1.10 x 50
-    assert not q.is_quiet(50.0, 55.5)      # the after-probe was slow
+    assert q.is_quiet(54.0, 55.0)  # <= 1.10 x 50
+    assert not q.is_quiet(50.0, 55.5)  # the after-probe was slow
     assert not q.is_quiet(66.0, 50.0)
-    assert q.is_quiet(-1.0, 50.0)          # no probe result: not judged
+    assert q.is_quiet(-1.0, 50.0)  # no probe result: not judged
     assert q.meta()["chain_quiet_ns"] == 50.0 and q.meta()["slow_factor"] == 1.10
 
 
@@ -208,12 +253,36 @@ def _fake_lib(chains: list[float]) -> object:
 
 
 def _point(lib: object, rounds: int, retakes: int) -> tuple[Row, QuietState]:
-    opts = bench.Options(modes=["gcm"], directions=["encrypt"], paths=None, sizes=[512],
-                         key_bits=[256], seconds=0.1, rounds=rounds, python=False,
-                         as_json=False, retakes=retakes)
+    opts = bench.Options(
+        modes=["gcm"],
+        directions=["encrypt"],
+        paths=None,
+        sizes=[512],
+        key_bits=[256],
+        seconds=0.1,
+        rounds=rounds,
+        python=False,
+        as_json=False,
+        retakes=retakes,
+    )
     q = QuietState(lib.chain, 1.10)  # type: ignore[attr-defined]
-    rows = bench._measure_point(opts, lib, "gcm", "encrypt", 0, 0, ["avx512"], "avx512",
-                                lambda p: 0, 256, bytes(32), 512, 0.01, {}, q)
+    rows = bench._measure_point(
+        opts,
+        lib,
+        "gcm",
+        "encrypt",
+        0,
+        0,
+        ["avx512"],
+        "avx512",
+        lambda p: 0,
+        256,
+        bytes(32),
+        512,
+        0.01,
+        {},
+        q,
+    )
     return rows[0], q
 
 
@@ -223,7 +292,7 @@ def test_slow_rounds_are_dropped_and_retaken() -> None:
     lib = _fake_lib([50.0] * 5 + [50.0, 70.0])
     row, q = _point(lib, rounds=3, retakes=2)
     assert (row.rounds_kept, row.rounds_taken, row.quiet) == (3, 4, True)
-    assert row.c_samples == [4002.0, 4003.0, 4004.0]   # round 1's 4001 is not among them
+    assert row.c_samples == [4002.0, 4003.0, 4004.0]  # round 1's 4001 is not among them
     assert row.c_mbps == 4004.0 and row.c_spread == pytest.approx(2 / 4003)
     assert (q.rounds_dropped, q.points_retaken, q.points_dropped) == (1, 1, 0)
     assert bench._quiet_cell(row) == "3/4"
@@ -233,7 +302,7 @@ def test_point_with_no_quiet_round_is_marked_dropped() -> None:
     lib = _fake_lib([50.0] * 5 + [80.0] * 20)
     row, q = _point(lib, rounds=2, retakes=1)
     assert (row.rounds_kept, row.rounds_taken, row.quiet) == (0, 3, False)
-    assert row.c_samples == [4001.0, 4002.0, 4003.0]   # every round, as taken
+    assert row.c_samples == [4001.0, 4002.0, 4003.0]  # every round, as taken
     assert (q.rounds_dropped, q.points_retaken, q.points_dropped) == (3, 1, 1)
     assert bench._quiet_cell(row) == "0/3~"
     text = render_table([row], {**_meta(), "quiet_state": q.meta()})
@@ -242,8 +311,14 @@ def test_point_with_no_quiet_round_is_marked_dropped() -> None:
 
 # ------------------------------------------------------ roof violations --
 
-def _roofed(c: float, py: float = 100.0, evp: float = 4000.0, ctr: float | None = 15000.0,
-            paths: tuple[str, ...] = ("avx512",)) -> list[Row]:
+
+def _roofed(
+    c: float,
+    py: float = 100.0,
+    evp: float = 4000.0,
+    ctr: float | None = 15000.0,
+    paths: tuple[str, ...] = ("avx512",),
+) -> list[Row]:
     rows = [_row("encrypt", 16384, py, 6000.0, c=c, path=p, evp=evp, ctr=ctr) for p in paths]
     apply_roofs(rows, RATES)
     return rows
@@ -260,17 +335,23 @@ def test_c_py_above_path_roof_flagged() -> None:
     roof = issue_roof_mbps(8e9, 256, "gcm", 16384)  # aesni: xmm rate only
     lines = roof_violations(_roofed(c=1.05 * roof, py=1.01 * roof, paths=("aesni",)))
     assert len(lines) == 2
-    assert lines[0] == (f"ROOF VIOLATED: gcm encrypt AES-256 16384 B: aesni C {1.05 * roof:.0f} "
-                        f"MB/s > roof {roof:.0f} MB/s (1.050x): the roof is wrong, not the path "
-                        "fast")
+    assert lines[0] == (
+        f"ROOF VIOLATED: gcm encrypt AES-256 16384 B: aesni C {1.05 * roof:.0f} "
+        f"MB/s > roof {roof:.0f} MB/s (1.050x): the roof is wrong, not the path "
+        "fast"
+    )
     assert lines[1].startswith("ROOF VIOLATED: gcm encrypt AES-256 16384 B: aesni py ")
 
 
 def test_competitors_held_to_host_roof_once_per_point() -> None:
     host = issue_roof_mbps(16e9, 256, "gcm", 16384)
     ctr_roof = issue_roof_mbps(16e9, 256, "ctr", 16384)
-    rows = _roofed(c=1000.0, evp=1.2 * host, ctr=1.1 * ctr_roof,
-                   paths=("avx512", "avx10_256", "aesni", "generic"))
+    rows = _roofed(
+        c=1000.0,
+        evp=1.2 * host,
+        ctr=1.1 * ctr_roof,
+        paths=("avx512", "avx10_256", "aesni", "generic"),
+    )
     lines = roof_violations(rows)
     assert [line.split(": ")[2].split(" ")[0] for line in lines] == ["EVP", "CTR"]
     assert "(1.200x)" in lines[0] and "(1.100x)" in lines[1]
@@ -279,8 +360,9 @@ def test_competitors_held_to_host_roof_once_per_point() -> None:
 def test_ctr_loop_roof_has_no_j0_block() -> None:
     # The CTR loop encrypts ceil(size/16) blocks, a GCM message one more: at
     # 16 B the loop may run at twice the GCM roof without breaking its own.
-    rows = [_row("encrypt", 16, 100.0, 100.0, c=200.0,
-                 ctr=1.9 * issue_roof_mbps(16e9, 256, "gcm", 16))]
+    rows = [
+        _row("encrypt", 16, 100.0, 100.0, c=200.0, ctr=1.9 * issue_roof_mbps(16e9, 256, "gcm", 16))
+    ]
     apply_roofs(rows, RATES)
     assert rows[0].ctr_roof_mbps == pytest.approx(2 * rows[0].host_roof_mbps)
     assert roof_violations(rows) == []
@@ -295,12 +377,18 @@ def test_generic_never_has_a_roof() -> None:
 
 # ---------------------------------------------------------------- output --
 
+
 def _meta() -> dict[str, object]:
-    return {"openssl": "OpenSSL test", "cryptography": "0", "pinned_cpu": 0, "rounds": 1,
-            "seconds_per_point": 0.1,
-            "aes_issue_lane_rounds_per_s": {"128": 8e9, "256": 16e9, "512": 15e9},
-            "aes_issue_median": {"128": 7.5e9, "256": 15.5e9, "512": 14.9e9},
-            "aes_issue_samples": 11}
+    return {
+        "openssl": "OpenSSL test",
+        "cryptography": "0",
+        "pinned_cpu": 0,
+        "rounds": 1,
+        "seconds_per_point": 0.1,
+        "aes_issue_lane_rounds_per_s": {"128": 8e9, "256": 16e9, "512": 15e9},
+        "aes_issue_median": {"128": 7.5e9, "256": 15.5e9, "512": 14.9e9},
+        "aes_issue_samples": 11,
+    }
 
 
 def test_table_columns_legend_and_loud_violation() -> None:
@@ -310,8 +398,10 @@ def test_table_columns_legend_and_loud_violation() -> None:
     assert header.split()[-6:] == ["roof", "MB/s", "C/roof", "CTR", "MB/s", "C/CTR"]
     assert header.split()[7:11] == ["EVP", "MB/s", "C/EVP", "quiet"]
     assert header.split()[-9:-6] == ["port", "MB/s", "C/port"]
-    assert "best of 11 samples: xmm 8.00 (median 7.50), ymm 16.00 (median 15.50), " \
+    assert (
+        "best of 11 samples: xmm 8.00 (median 7.50), ymm 16.00 (median 15.50), "
         "zmm 15.00 (median 14.90)" in " ".join(ok.split())
+    )
     assert "NOT a bound" in ok
     assert "ROOF VIOLATED" not in ok and "!!!" not in ok
     bad = render_table(_roofed(c=1.5 * roof), _meta())
@@ -328,8 +418,9 @@ def test_table_states_the_python_loop_cost() -> None:
     assert "a lambda called in a loop: 27 ns per call of both is the loop's own" in text
 
 
-def test_main_reports_violations_on_stderr_and_json(monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_reports_violations_on_stderr_and_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     roof = issue_roof_mbps(16e9, 256, "gcm", 16384)
     monkeypatch.setattr(bench, "measure", lambda opts: (_roofed(c=2 * roof), _meta()))
     assert bench.main(["--json"]) == 0
@@ -341,27 +432,52 @@ def test_main_reports_violations_on_stderr_and_json(monkeypatch: pytest.MonkeyPa
 
 
 def test_targets_met_and_missed() -> None:
-    rows = [_row("encrypt", 64, 300.0, 100.0), _row("encrypt", 16384, 9000.0, 6000.0),
-            _row("decrypt", 64, 90.0, 100.0), _row("decrypt", 16384, 12000.0, 6000.0)]
+    rows = [
+        _row("encrypt", 64, 300.0, 100.0),
+        _row("encrypt", 16384, 9000.0, 6000.0),
+        _row("decrypt", 64, 90.0, 100.0),
+        _row("decrypt", 16384, 12000.0, 6000.0),
+    ]
     text = "\n".join(check_targets(rows))
-    assert "MET     GCM encrypt: beats cryptography at every size >= 64: worst 1.50x at 16384 B" \
+    assert (
+        "MET     GCM encrypt: beats cryptography at every size >= 64: worst 1.50x at 16384 B"
         in text
-    assert "MISSED  GCM decrypt: beats cryptography at every size >= 64: worst 0.90x at 64 B" \
-        in text
+    )
+    assert (
+        "MISSED  GCM decrypt: beats cryptography at every size >= 64: worst 0.90x at 64 B" in text
+    )
     assert "MET     GCM decrypt: >= 1.7x cryptography at 16 KiB: worst 2.00x at 16384 B" in text
-    assert "MISSED  GCM encrypt: >= 1.7x cryptography at 16 KiB: worst 1.50x at 16384 B\n" \
+    assert (
+        "MISSED  GCM encrypt: >= 1.7x cryptography at 16 KiB: worst 1.50x at 16384 B\n"
         in text + "\n"
+    )
     assert "bound" not in text
     assert "n/a     CFB128 decrypt" in text
 
 
 # -------------------------------------------------------------- real runs --
 
-@pytest.mark.skipif("avx512" not in vaescrypt.available("gcm", "encrypt"),
-                    reason="the zmm CTR loop and zmm issue rate need the avx512 path")
+
+@pytest.mark.skipif(
+    "avx512" not in vaescrypt.available("gcm", "encrypt"),
+    reason="the zmm CTR loop and zmm issue rate need the avx512 path",
+)
 def test_json_run_roof_is_consistent_with_its_rates() -> None:
-    p = _bench("--modes", "gcm", "--directions", "encrypt", "--sizes", "63",
-               "--paths", "avx512,aesni", "--time", "0.05", "--rounds", "1", "--json")
+    p = _bench(
+        "--modes",
+        "gcm",
+        "--directions",
+        "encrypt",
+        "--sizes",
+        "63",
+        "--paths",
+        "avx512,aesni",
+        "--time",
+        "0.05",
+        "--rounds",
+        "1",
+        "--json",
+    )
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     rates = {int(w): v for w, v in out["aes_issue_lane_rounds_per_s"].items()}
@@ -384,15 +500,28 @@ def test_json_run_roof_is_consistent_with_its_rates() -> None:
             assert 0 < row["port_roof_mbps"] <= row["roof_mbps"] * (1 + 1e-9)
             assert row["c_vs_port"] == pytest.approx(row["c_mbps"] / row["port_roof_mbps"])
         else:
-            assert row["port_roof_mbps"] is None   # aesni: no port model
+            assert row["port_roof_mbps"] is None  # aesni: no port model
     q = out["quiet_state"]
     assert q["chain_quiet_ns"] > 0 and q["chain_samples"] >= 5 + 2 * len(out["results"]) // 2
     assert set(out["port_share"]) <= {"256", "512"} and "512" in out["port_share"]
 
 
 def test_table_run_prints_roof_columns() -> None:
-    p = _bench("--modes", "cfb128", "--directions", "decrypt", "--sizes", "256",
-               "--paths", "aesni", "--time", "0.02", "--rounds", "1", "--no-python")
+    p = _bench(
+        "--modes",
+        "cfb128",
+        "--directions",
+        "decrypt",
+        "--sizes",
+        "256",
+        "--paths",
+        "aesni",
+        "--time",
+        "0.02",
+        "--rounds",
+        "1",
+        "--no-python",
+    )
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     header = next(line for line in lines if line.startswith("mode"))
@@ -403,12 +532,15 @@ def test_table_run_prints_roof_columns() -> None:
         assert row.split()[-4] != "-" and row.split()[-2:] == ["-", "-"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--sizes", "1k"), "--sizes takes comma-separated integers"),
-    (("--paths", "sse9"), "unknown path 'sse9'"),
-    (("--slow-factor", "0.9"), "--slow-factor must be in (1, 10]"),
-    (("--retakes", "-1"), "--retakes must be 0..100"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--sizes", "1k"), "--sizes takes comma-separated integers"),
+        (("--paths", "sse9"), "unknown path 'sse9'"),
+        (("--slow-factor", "0.9"), "--slow-factor must be in (1, 10]"),
+        (("--retakes", "-1"), "--retakes must be 0..100"),
+    ],
+)
 def test_bad_options_one_line_exit_2(args: tuple[str, ...], message: str) -> None:
     p = _bench(*args, "--time", "0.01", "--rounds", "1", "--no-python")
     assert p.returncode == 2

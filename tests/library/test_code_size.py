@@ -19,8 +19,10 @@ from elftools.elf.elffile import ELFFile
 
 BUDGET = 16 * 1024
 TIERS = ("avx512", "avx10_256", "vaes_avx2")
-GCM_FN = re.compile(r"vc_(?P<tier>avx512|avx10_256|vaes_avx2)_"
-                    r"(?:gcm_\w+|ghash\w*|batch4|tag_eq)$")
+GCM_FN = re.compile(
+    r"vc_(?P<tier>avx512|avx10_256|vaes_avx2)_"
+    r"(?:gcm_\w+|ghash\w*|batch4|tag_eq)$"
+)
 
 
 def _gcm_text_sizes() -> dict[str, dict[str, int]]:

@@ -33,8 +33,15 @@ PREFIXES = {
     "aesni": ("vc_aesni_", "aesni_"),
     "generic": ("vc_generic_",),
 }
-AES_CLMUL = ("AESENC", "AESENCLAST", "AESDEC", "AESDECLAST", "AESKEYGENASSIST", "AESIMC",
-             "PCLMULQDQ")
+AES_CLMUL = (
+    "AESENC",
+    "AESENCLAST",
+    "AESDEC",
+    "AESDECLAST",
+    "AESKEYGENASSIST",
+    "AESIMC",
+    "PCLMULQDQ",
+)
 
 
 def _functions(path: Path) -> dict[str, list[Insn]]:
@@ -78,16 +85,18 @@ def _check(path: str, funcs: dict[str, list[Insn]]) -> None:
         assert sum(i.encoding == "evex" for ins in funcs.values() for i in ins) > 0
     elif path == "vaes_avx2":
         assert not _offenders(funcs, lambda i: i.encoding == "evex" or i.width == "zmm")
-        assert any(i.mnemonic == "VAESENC" and i.width == "ymm"
-                   for ins in funcs.values() for i in ins)
+        assert any(
+            i.mnemonic == "VAESENC" and i.width == "ymm" for ins in funcs.values() for i in ins
+        )
     elif path == "aesni":
         assert not _offenders(funcs, lambda i: i.encoding in ("vex", "evex"))
         assert any(i.mnemonic == "AESENC" for ins in funcs.values() for i in ins)
     elif path == "generic":
         assert not _offenders(funcs, lambda i: i.mnemonic.lstrip("V") in AES_CLMUL)
     elif path == "avx512":
-        assert any(i.mnemonic == "VAESENC" and i.width == "zmm"
-                   for ins in funcs.values() for i in ins)
+        assert any(
+            i.mnemonic == "VAESENC" and i.width == "zmm" for ins in funcs.values() for i in ins
+        )
 
 
 @pytest.mark.parametrize("path", list(PREFIXES))
@@ -119,7 +128,9 @@ def test_vaes_gcm_code_size(extension_functions: dict[str, list[Insn]], path: st
     """Each wide tier's VAES GCM code (gcm_oneshot, gcm_crypt, ghash,
     ghash_init and helpers) within 16 KiB of .text: the budget is per width
     (issue 16)."""
-    size = sum(sum(i.length for i in insns)
-               for name, insns in _tier(extension_functions, path).items()
-               if "cfb128" not in name)
+    size = sum(
+        sum(i.length for i in insns)
+        for name, insns in _tier(extension_functions, path).items()
+        if "cfb128" not in name
+    )
     assert 0 < size <= 16 * 1024, f"{path} VAES GCM code is {size} bytes"

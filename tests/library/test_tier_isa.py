@@ -92,14 +92,40 @@ LISTS = {
 # Function-table members every tier must show (the wide tiers' noinline
 # helpers too): proof that the mapping found the tier's code.
 TABLE = {
-    "generic": {"vc_generic_setkey", "vc_generic_encrypt_block", "vc_generic_ghash_init",
-                "vc_generic_ghash", "vc_generic_aes4"},
-    "aesni": {"vc_aesni_setkey", "vc_aesni_encrypt_block", "aesni_ghash_init", "aesni_ghash",
-              "aesni_gcm_enc", "aesni_gcm_dec", "aesni_cfb128_enc", "aesni_cfb128_dec",
-              "aesni_cfb8_enc", "aesni_cfb8_dec", "aesni_cfb1_enc", "aesni_cfb1_dec"},
+    "generic": {
+        "vc_generic_setkey",
+        "vc_generic_encrypt_block",
+        "vc_generic_ghash_init",
+        "vc_generic_ghash",
+        "vc_generic_aes4",
+    },
+    "aesni": {
+        "vc_aesni_setkey",
+        "vc_aesni_encrypt_block",
+        "aesni_ghash_init",
+        "aesni_ghash",
+        "aesni_gcm_enc",
+        "aesni_gcm_dec",
+        "aesni_cfb128_enc",
+        "aesni_cfb128_dec",
+        "aesni_cfb8_enc",
+        "aesni_cfb8_dec",
+        "aesni_cfb1_enc",
+        "aesni_cfb1_dec",
+    },
     **{
-        t: {f"vc_{t}_{n}" for n in ("ghash_init", "ghash", "gcm_enc", "gcm_dec", "gcm_crypt",
-                                    "cfb128_enc", "cfb128_dec")}
+        t: {
+            f"vc_{t}_{n}"
+            for n in (
+                "ghash_init",
+                "ghash",
+                "gcm_enc",
+                "gcm_dec",
+                "gcm_crypt",
+                "cfb128_enc",
+                "cfb128_dec",
+            )
+        }
         for t in ("vaes_avx2", "avx10_256", "avx512")
     },
 }
@@ -179,8 +205,11 @@ def _functions(path: Path) -> Iterator[Func]:
             if kind == "STT_FILE":
                 unit = Path(sym.name).name
                 continue
-            if kind != "STT_FUNC" or sym["st_size"] == 0 or sym["st_shndx"] in ("SHN_UNDEF",
-                                                                                  "SHN_ABS"):
+            if (
+                kind != "STT_FUNC"
+                or sym["st_size"] == 0
+                or sym["st_shndx"] in ("SHN_UNDEF", "SHN_ABS")
+            ):
                 continue
             sec = elf.get_section(sym["st_shndx"])
             if not sec["sh_flags"] & 0x4:  # SHF_EXECINSTR
@@ -289,9 +318,7 @@ def test_non_tier_code_is_baseline(binary: tuple[str, list[Func]]) -> None:
 
 
 @pytest.mark.parametrize("unit", sorted(TIER_FILES))
-def test_no_tier_function_missed(
-    unit: str, tmp_path: Path, declared: dict[str, set[str]]
-) -> None:
+def test_no_tier_function_missed(unit: str, tmp_path: Path, declared: dict[str, set[str]]) -> None:
     """Compile the tier's file alone with the project's flags: each of its
     function symbols is in the extension under the same tier, and every
     instruction of its whole .text is within the tier's (widest) list."""
@@ -308,8 +335,11 @@ def test_no_tier_function_missed(
     widest = "VC_ISA_AESNI_GCM" if tier == "aesni" else LISTS[tier]
     with obj.open("rb") as f:
         elf = ELFFile(f)
-        code = b"".join(s.data() for s in elf.iter_sections()
-                        if s["sh_type"] == "SHT_PROGBITS" and s["sh_flags"] & 0x4)
+        code = b"".join(
+            s.data()
+            for s in elf.iter_sections()
+            if s["sh_type"] == "SHT_PROGBITS" and s["sh_flags"] & 0x4
+        )
     bad = violations(tuple(decode_many(code, 0)), declared[widest])
     assert not bad, f"{unit}: " + "\n".join(bad[:20])
 
@@ -336,7 +366,6 @@ def test_qemu64_with_aes_runs(mode: str, direction: str) -> None:
         pytest.skip("qemu-x86_64 is not installed (apt-get install qemu-user)")
     if not PROBE.is_file():
         pytest.fail(f"{PROBE} is not built")
-
 
     args = ["--mode", mode, "--dir", direction, "--key-bits", "256", "--length", "1000"]
     ref = _probe([*args, "--impl", "generic"], None)

@@ -149,8 +149,14 @@ REAL_CPUS = {
     # name: (features, os, vendor, family, model, avx10 VLs), expected gcm/encrypt
     "westmere": (({"aes", "pclmulqdq", *SSE_LADDER}, "none", "GenuineIntel", 6, 0x2C, ()), "aesni"),
     "haswell": (
-        ({"aes", "pclmulqdq", *AVX_LEGACY, "avx", "avx2", "bmi2"}, "ymm", "GenuineIntel", 6, 0x3C,
-         ()),
+        (
+            {"aes", "pclmulqdq", *AVX_LEGACY, "avx", "avx2", "bmi2"},
+            "ymm",
+            "GenuineIntel",
+            6,
+            0x3C,
+            (),
+        ),
         "aesni",
     ),
     "alderlake": (

@@ -80,7 +80,7 @@ def test_truncated_tags_checked_byte_exact(impl: str) -> None:
         for i in range(400):
             nonce, pt = r.randbytes(12), r.randbytes(r.randrange(0, 100))
             blob = ref.encrypt(nonce, pt, b"")
-            ct, tag = blob[:-16], blob[-16:-16 + tag_len] if tag_len < 16 else blob[-16:]
+            ct, tag = blob[:-16], blob[-16 : -16 + tag_len] if tag_len < 16 else blob[-16:]
             assert ours.decrypt(nonce, ct + tag, b"") == pt, (tag_len, i)
             bad = bytearray(tag)
             bad[i % tag_len] ^= 1 << (i % 8)

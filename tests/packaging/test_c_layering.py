@@ -52,7 +52,7 @@ def _cycle(graph: Graph) -> list[str] | None:
         stack.append(u)
         for v in sorted(graph[u]):
             if state.get(v) == 1:
-                return [*stack[stack.index(v):], v]
+                return [*stack[stack.index(v) :], v]
             if v not in state and (found := visit(v)):
                 return found
         stack.pop()

@@ -48,9 +48,12 @@ def _run(tmp: Path, **env: str) -> subprocess.CompletedProcess[str]:
     dest = tmp / "sde"
     return subprocess.run(
         ["bash", str(INSTALL_SDE), str(dest)],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
         env={**base, "HOME": str(tmp), **env},
-    )  # fmt: skip
+    )
 
 
 def _one_line(p: subprocess.CompletedProcess[str]) -> str:
@@ -107,7 +110,10 @@ def test_wrong_hash_xz_of_plausible_size_is_refused(tmp_path: Path) -> None:
     p = _run(tmp_path, SDE_URL_OVERRIDE=big.as_uri(), SDE_MIN_BYTES_OVERRIDE="4096")
     assert p.returncode == 2
     line = _one_line(p)
-    assert "an xz archive with a SHA-256 mismatch: got " + hashlib.sha256(big.read_bytes()).hexdigest() in line
+    assert (
+        "an xz archive with a SHA-256 mismatch: got " + hashlib.sha256(big.read_bytes()).hexdigest()
+        in line
+    )
     assert not (tmp_path / "sde" / "sde64").exists()
 
 

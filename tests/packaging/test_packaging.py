@@ -66,9 +66,19 @@ TEST_PROJECT_URLS = [
 # Build products and repository machinery: never sources.  The second set only
 # at the top of the tree (tests/data/results/ is test data, /results a run's).
 _IGNORE_ANYWHERE = shutil.ignore_patterns(
-    ".git", "*.egg-info", "__pycache__", "*.so", "*.o", "_bin", "_native.c",
-    ".pytest_cache", ".ruff_cache", ".hypothesis", ".benchmarks", "wheelhouse",
-)  # fmt: skip
+    ".git",
+    "*.egg-info",
+    "__pycache__",
+    "*.so",
+    "*.o",
+    "_bin",
+    "_native.c",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".hypothesis",
+    ".benchmarks",
+    "wheelhouse",
+)
 _IGNORE_TOP = shutil.ignore_patterns("build", "dist", "results*", "out", "sdematrix-results")
 
 
@@ -182,10 +192,22 @@ def test_cli_and_reports_print_the_version(tmp_path: Path) -> None:
         pytest.skip(why)
     run = TinyRun(tmp_path / "out", tmp_path / "junit.xml", tmp_path / "report")
     r = run_cli(
-        "run", "--matrix", str(tiny_matrix(tmp_path / "tiny.yaml")), "--cpu", "hsw",
-        "--backend", "ptrace", "--jobs", "1", "--out", str(run.out), "--junit", str(run.junit),
-        "--report", str(run.report),
-    )  # fmt: skip
+        "run",
+        "--matrix",
+        str(tiny_matrix(tmp_path / "tiny.yaml")),
+        "--cpu",
+        "hsw",
+        "--backend",
+        "ptrace",
+        "--jobs",
+        "1",
+        "--out",
+        str(run.out),
+        "--junit",
+        str(run.junit),
+        "--report",
+        str(run.report),
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert_reports_carry(run, version)
 
@@ -222,7 +244,9 @@ def test_build_names_and_twine_check(dists: Dists) -> None:
     assert dists.sdist.name == f"sdematrix-{version}.tar.gz"
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert dists.wheel.name == f"sdematrix-{version}-{tag}-{tag}-linux_x86_64.whl"
-    r = _run([sys.executable, "-m", "twine", "check", "--strict", str(dists.sdist), str(dists.wheel)])
+    r = _run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(dists.sdist), str(dists.wheel)]
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("PASSED") == 2, r.stdout
 
@@ -234,12 +258,21 @@ def test_sdist_carries_every_build_input(dists: Dists) -> None:
         names = {m.name.removeprefix(top) for m in tf.getmembers() if m.isfile()}
     # every source file the build and the runtime read, as tracked in the tree
     wanted = {
-        "LICENSE", "README.md", "pyproject.toml", "setup.py", "_project_urls.py", "sde_matrix.yaml",
-        "src/sdematrix/_version.py", "src/sdematrix/sde_matrix.yaml",
+        "LICENSE",
+        "README.md",
+        "pyproject.toml",
+        "setup.py",
+        "_project_urls.py",
+        "sde_matrix.yaml",
+        "src/sdematrix/_version.py",
+        "src/sdematrix/sde_matrix.yaml",
         "src/sdematrix/spec/schema/sde_matrix.schema.json",
-        "src/sdematrix/qemu_plugin/sdematrix_mix.c", "src/sdematrix/qemu_plugin/qemu_plugin_api.h",
-        "src/vaescrypt/_fastcall.c", "src/vaescrypt/_cdef.h", "src/vaescrypt/_buildinfo.py",
-    }  # fmt: skip
+        "src/sdematrix/qemu_plugin/sdematrix_mix.c",
+        "src/sdematrix/qemu_plugin/qemu_plugin_api.h",
+        "src/vaescrypt/_fastcall.c",
+        "src/vaescrypt/_cdef.h",
+        "src/vaescrypt/_buildinfo.py",
+    }
     for sub in ("native", "dispatch", "src/sdematrix/tracer"):
         found = {
             str(p.relative_to(ROOT))
@@ -257,8 +290,11 @@ def test_sdist_carries_every_build_input(dists: Dists) -> None:
     cibw = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
     used = set(re.findall(r"\{project\}/(tests/[\w/.]+\.py)", " ".join(cibw["test-command"])))
     assert used and used <= names, sorted(used - names)
-    tree_tests = {str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*")
-                  if p.is_file() and "__pycache__" not in p.parts}  # fmt: skip
+    tree_tests = {
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
     assert tree_tests <= names, sorted(tree_tests - names)
 
 
@@ -289,8 +325,12 @@ def test_wheel_contents_and_metadata(dists: Dists) -> None:
     tag = f"cpython-{sys.version_info.major}{sys.version_info.minor}-x86_64-linux-gnu"
     assert f"vaescrypt/_fastcall.{tag}.so" in modes  # per-version: static types, vectorcall
     # runtime data the package reads
-    for data in ("sdematrix/sde_matrix.yaml", "sdematrix/spec/schema/sde_matrix.schema.json",
-                 "sdematrix/qemu_plugin/sdematrix_mix.c", "vaescrypt/_cdef.h"):  # fmt: skip
+    for data in (
+        "sdematrix/sde_matrix.yaml",
+        "sdematrix/spec/schema/sde_matrix.schema.json",
+        "sdematrix/qemu_plugin/sdematrix_mix.c",
+        "vaescrypt/_cdef.h",
+    ):
         assert data in modes, data
     # sources that are shipped compiled stay out of the wheel
     assert not any(n.endswith(".c") and "qemu_plugin" not in n for n in modes), sorted(modes)
@@ -307,7 +347,9 @@ def test_auditwheel_names_a_manylinux_tag(dists: Dists) -> None:
     r = _run([exe, "show", str(dists.wheel)])
     assert r.returncode == 0, r.stdout + r.stderr
     text = " ".join(r.stdout.split())
-    m = re.search(r'consistent with the following platform tag: "manylinux_(\d+)_(\d+)_x86_64"', text)
+    m = re.search(
+        r'consistent with the following platform tag: "manylinux_(\d+)_(\d+)_x86_64"', text
+    )
     assert m, r.stdout
     libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
     host = tuple(int(x) for x in libc.split()[1].split(".")[:2])
@@ -333,7 +375,10 @@ def _project_urls_module() -> Any:
         ("https://github.com/owner/name", "https://github.com/owner/name"),
         ("https://github.com/owner/name.git/", "https://github.com/owner/name"),
         ("https://x-access-token:secret@github.com/o/n.git", "https://github.com/o/n"),
-        ("ssh://git@gitlab.example.org:2222/group/sub/n.git", "https://gitlab.example.org/group/sub/n"),
+        (
+            "ssh://git@gitlab.example.org:2222/group/sub/n.git",
+            "https://gitlab.example.org/group/sub/n",
+        ),
         ("https://GitLab.example.org:8443/g/n", "https://gitlab.example.org:8443/g/n"),
         ("/srv/git/name.git", None),
         ("file:///srv/git/name.git", None),
@@ -343,7 +388,7 @@ def _project_urls_module() -> Any:
         ("https://github.com/owner/../name", None),
         ("", None),
     ],
-)  # fmt: skip
+)
 def test_remote_normalised_to_a_web_address(remote: str, address: str | None) -> None:
     assert _project_urls_module().normalise_remote(remote) == address
 
@@ -419,8 +464,19 @@ def test_no_repository_address_no_urls(tmp_path: Path) -> None:
     shutil.copytree(ROOT, src, ignore=_copy_ignore, symlinks=True)
     out = tmp_path / "dist"
     env = _clean_env()
-    r = _run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--outdir", str(out),
-              str(src)], env=env)  # fmt: skip
+    r = _run(
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--no-isolation",
+            "--sdist",
+            "--outdir",
+            str(out),
+            str(src),
+        ],
+        env=env,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "note: no project URLs in the metadata: no repository address" in r.stdout + r.stderr
     (sdist,) = out.glob("*.tar.gz")
@@ -435,8 +491,9 @@ def test_no_repository_address_no_urls(tmp_path: Path) -> None:
         "import sys; from build.util import project_wheel_metadata as m; "
         "print(m(sys.argv[1], isolated=False).get_all('Project-URL'))"
     )
-    r = _run([sys.executable, "-c", probe, str(unpacked / f"sdematrix-{_version_constant()}")],
-             env=env)  # fmt: skip
+    r = _run(
+        [sys.executable, "-c", probe, str(unpacked / f"sdematrix-{_version_constant()}")], env=env
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().splitlines()[-1] == "None", r.stdout
 
@@ -488,8 +545,9 @@ def test_sdist_round_trip(sdist_venv: Path, dists: Dists, tmp_path: Path) -> Non
     version = _version_constant()
     work = tmp_path / "work"  # an empty cwd: no ./sde_matrix.yaml, no tree
     work.mkdir()
-    r = _in_venv(sdist_venv, str(sdist_venv / "bin" / "python"), "-c", _ROUND_TRIP,
-                 str(sdist_venv), cwd=work)  # fmt: skip
+    r = _in_venv(
+        sdist_venv, str(sdist_venv / "bin" / "python"), "-c", _ROUND_TRIP, str(sdist_venv), cwd=work
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.split() == [version, version]
 
@@ -513,10 +571,25 @@ def test_sdist_round_trip(sdist_venv: Path, dists: Dists, tmp_path: Path) -> Non
     packaged = installed / "site-packages" / "sdematrix" / "sde_matrix.yaml"
     run = TinyRun(work / "out", work / "junit.xml", work / "report")
     r = _in_venv(
-        sdist_venv, sdm, "run", "--matrix", str(tiny_matrix(work / "tiny.yaml", packaged)),
-        "--cpu", "hsw", "--backend", "ptrace", "--jobs", "1", "--out", str(run.out),
-        "--junit", str(run.junit), "--report", str(run.report), cwd=work,
-    )  # fmt: skip
+        sdist_venv,
+        sdm,
+        "run",
+        "--matrix",
+        str(tiny_matrix(work / "tiny.yaml", packaged)),
+        "--cpu",
+        "hsw",
+        "--backend",
+        "ptrace",
+        "--jobs",
+        "1",
+        "--out",
+        str(run.out),
+        "--junit",
+        str(run.junit),
+        "--report",
+        str(run.report),
+        cwd=work,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads((run.out / "results.json").read_text())
     assert {c["status"] for c in doc["cells"]} == {"pass"} and len(doc["cells"]) == 8

@@ -31,8 +31,6 @@ from doubles import fault_builds
 ROOT = Path(__file__).resolve().parents[2]
 
 
-
-
 def _nm(path: Path, *args: str) -> list[str]:
     nm = shutil.which("nm")
     assert nm is not None, "nm (binutils) is needed: ci/bootstrap.sh installs it"
@@ -59,8 +57,9 @@ def test_import_vaescrypt_loads_no_benchmark_code() -> None:
         "print(json.dumps({'modules': sorted(m for m in sys.modules if m.startswith('vaescrypt')),"
         " 'lib': sorted(n for n in dir(lib) if n.startswith('vc_'))}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=False, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout)
     assert "vaescrypt._native" in seen["modules"]
@@ -85,11 +84,18 @@ def test_native_extension_has_no_bench_or_fault_symbols() -> None:
 def test_bench_extension_carries_the_harness() -> None:
     """The harness moved, it did not vanish: vaescrypt._bench exports it."""
     spec = importlib.util.find_spec("vaescrypt._bench")
-    assert spec is not None and spec.origin, \
+    assert spec is not None and spec.origin, (
         "vaescrypt._bench is not built (python3 setup.py build_ext --inplace)"
+    )
     dynsyms = _symbols(_nm(Path(spec.origin), "-D"))
-    wanted = {"vc_bench_lib", "vc_bench_keysetup", "vc_bench_openssl",
-              "vc_bench_openssl_version", "vc_bench_aes_issue", "vc_bench_ctr_loop"}
+    wanted = {
+        "vc_bench_lib",
+        "vc_bench_keysetup",
+        "vc_bench_openssl",
+        "vc_bench_openssl_version",
+        "vc_bench_aes_issue",
+        "vc_bench_ctr_loop",
+    }
     assert wanted <= dynsyms
     assert "vc_fault_build" not in dynsyms
 
@@ -120,8 +126,7 @@ def test_production_sources_and_flags() -> None:
 
 
 @pytest.mark.parametrize("fault", [None, *sorted(fault_builds.FAULTS)])
-def test_fault_marker_appears_exactly_in_fault_builds(fault: str | None,
-                                                      tmp_path: Path) -> None:
+def test_fault_marker_appears_exactly_in_fault_builds(fault: str | None, tmp_path: Path) -> None:
     """The objects of a probe built like the mutation tests build it: the
     library's never carry the marker, a fault build's fault source does."""
     bi = buildinfo()
@@ -129,7 +134,7 @@ def test_fault_marker_appears_exactly_in_fault_builds(fault: str | None,
         pytest.fail("no C compiler: the production build check needs one (ci/bootstrap.sh)")
     extra = [fault_builds.FAULTS[fault].source] if fault else []
     objs = bi.compile_objects([*bi.library_sources(ROOT), *extra], tmp_path, root=ROOT)
-    lib_objs, fault_objs = objs[: len(objs) - len(extra)], objs[len(objs) - len(extra):]
+    lib_objs, fault_objs = objs[: len(objs) - len(extra)], objs[len(objs) - len(extra) :]
     for obj in lib_objs:
         assert "vc_fault_build" not in _symbols(_nm(obj)), obj
         assert b"VC_FAULT" not in obj.read_bytes(), obj

@@ -40,57 +40,106 @@ __all__ = ["FEATURE_BITS", "HostCpuid", "host_cpuid", "host_lacks", "sigill_reas
 # name -> (leaf, sub-leaf, register, bit)
 FEATURE_BITS: dict[str, tuple[int, int, str, int]] = {
     # CPUID.01H:ECX
-    "SSE3": (1, 0, "ecx", 0), "PCLMULQDQ": (1, 0, "ecx", 1),
+    "SSE3": (1, 0, "ecx", 0),
+    "PCLMULQDQ": (1, 0, "ecx", 1),
     "SSSE3": (1, 0, "ecx", 9),
-    "FMA": (1, 0, "ecx", 12), "CMPXCHG16B": (1, 0, "ecx", 13), "SSE4_1": (1, 0, "ecx", 19),
-    "SSE4_2": (1, 0, "ecx", 20), "MOVBE": (1, 0, "ecx", 22), "POPCNT": (1, 0, "ecx", 23),
-    "AES": (1, 0, "ecx", 25), "XSAVE": (1, 0, "ecx", 26), "AVX": (1, 0, "ecx", 28),
-    "F16C": (1, 0, "ecx", 29), "RDRAND": (1, 0, "ecx", 30),
+    "FMA": (1, 0, "ecx", 12),
+    "CMPXCHG16B": (1, 0, "ecx", 13),
+    "SSE4_1": (1, 0, "ecx", 19),
+    "SSE4_2": (1, 0, "ecx", 20),
+    "MOVBE": (1, 0, "ecx", 22),
+    "POPCNT": (1, 0, "ecx", 23),
+    "AES": (1, 0, "ecx", 25),
+    "XSAVE": (1, 0, "ecx", 26),
+    "AVX": (1, 0, "ecx", 28),
+    "F16C": (1, 0, "ecx", 29),
+    "RDRAND": (1, 0, "ecx", 30),
     # CPUID.01H:EDX
-    "FPU": (1, 0, "edx", 0), "TSC": (1, 0, "edx", 4), "CX8": (1, 0, "edx", 8),
-    "SEP": (1, 0, "edx", 11), "CMOV": (1, 0, "edx", 15), "CLFSH": (1, 0, "edx", 19),
-    "MMX": (1, 0, "edx", 23), "FXSR": (1, 0, "edx", 24), "SSE": (1, 0, "edx", 25),
+    "FPU": (1, 0, "edx", 0),
+    "TSC": (1, 0, "edx", 4),
+    "CX8": (1, 0, "edx", 8),
+    "SEP": (1, 0, "edx", 11),
+    "CMOV": (1, 0, "edx", 15),
+    "CLFSH": (1, 0, "edx", 19),
+    "MMX": (1, 0, "edx", 23),
+    "FXSR": (1, 0, "edx", 24),
+    "SSE": (1, 0, "edx", 25),
     "SSE2": (1, 0, "edx", 26),
     # CPUID.(EAX=07H,ECX=0):EBX
-    "FSGSBASE": (7, 0, "ebx", 0), "BMI1": (7, 0, "ebx", 3), "HLE": (7, 0, "ebx", 4),
-    "AVX2": (7, 0, "ebx", 5), "BMI2": (7, 0, "ebx", 8),
-    "RTM": (7, 0, "ebx", 11), "AVX512F": (7, 0, "ebx", 16),
-    "AVX512DQ": (7, 0, "ebx", 17), "RDSEED": (7, 0, "ebx", 18), "ADX": (7, 0, "ebx", 19),
-    "AVX512_IFMA": (7, 0, "ebx", 21), "CLFLUSHOPT": (7, 0, "ebx", 23),
-    "CLWB": (7, 0, "ebx", 24), "AVX512PF": (7, 0, "ebx", 26), "AVX512ER": (7, 0, "ebx", 27),
-    "AVX512CD": (7, 0, "ebx", 28), "SHA": (7, 0, "ebx", 29), "AVX512BW": (7, 0, "ebx", 30),
+    "FSGSBASE": (7, 0, "ebx", 0),
+    "BMI1": (7, 0, "ebx", 3),
+    "HLE": (7, 0, "ebx", 4),
+    "AVX2": (7, 0, "ebx", 5),
+    "BMI2": (7, 0, "ebx", 8),
+    "RTM": (7, 0, "ebx", 11),
+    "AVX512F": (7, 0, "ebx", 16),
+    "AVX512DQ": (7, 0, "ebx", 17),
+    "RDSEED": (7, 0, "ebx", 18),
+    "ADX": (7, 0, "ebx", 19),
+    "AVX512_IFMA": (7, 0, "ebx", 21),
+    "CLFLUSHOPT": (7, 0, "ebx", 23),
+    "CLWB": (7, 0, "ebx", 24),
+    "AVX512PF": (7, 0, "ebx", 26),
+    "AVX512ER": (7, 0, "ebx", 27),
+    "AVX512CD": (7, 0, "ebx", 28),
+    "SHA": (7, 0, "ebx", 29),
+    "AVX512BW": (7, 0, "ebx", 30),
     "AVX512VL": (7, 0, "ebx", 31),
     # CPUID.(EAX=07H,ECX=0):ECX
-    "PREFETCHWT1": (7, 0, "ecx", 0), "AVX512_VBMI": (7, 0, "ecx", 1), "PKU": (7, 0, "ecx", 3),
-    "WAITPKG": (7, 0, "ecx", 5), "AVX512_VBMI2": (7, 0, "ecx", 6), "CET_SS": (7, 0, "ecx", 7),
-    "GFNI": (7, 0, "ecx", 8), "VAES": (7, 0, "ecx", 9), "VPCLMULQDQ": (7, 0, "ecx", 10),
-    "AVX512_VNNI": (7, 0, "ecx", 11), "AVX512_BITALG": (7, 0, "ecx", 12),
-    "AVX512_VPOPCNTDQ": (7, 0, "ecx", 14), "RDPID": (7, 0, "ecx", 22),
+    "PREFETCHWT1": (7, 0, "ecx", 0),
+    "AVX512_VBMI": (7, 0, "ecx", 1),
+    "PKU": (7, 0, "ecx", 3),
+    "WAITPKG": (7, 0, "ecx", 5),
+    "AVX512_VBMI2": (7, 0, "ecx", 6),
+    "CET_SS": (7, 0, "ecx", 7),
+    "GFNI": (7, 0, "ecx", 8),
+    "VAES": (7, 0, "ecx", 9),
+    "VPCLMULQDQ": (7, 0, "ecx", 10),
+    "AVX512_VNNI": (7, 0, "ecx", 11),
+    "AVX512_BITALG": (7, 0, "ecx", 12),
+    "AVX512_VPOPCNTDQ": (7, 0, "ecx", 14),
+    "RDPID": (7, 0, "ecx", 22),
     "MOVDIRI": (7, 0, "ecx", 27),
-    "MOVDIR64B": (7, 0, "ecx", 28), "ENQCMD": (7, 0, "ecx", 29),
+    "MOVDIR64B": (7, 0, "ecx", 28),
+    "ENQCMD": (7, 0, "ecx", 29),
     # CPUID.(EAX=07H,ECX=0):EDX
-    "AVX512_4VNNIW": (7, 0, "edx", 2), "AVX512_4FMAPS": (7, 0, "edx", 3),
+    "AVX512_4VNNIW": (7, 0, "edx", 2),
+    "AVX512_4FMAPS": (7, 0, "edx", 3),
     "AVX512_VP2INTERSECT": (7, 0, "edx", 8),
-    "SERIALIZE": (7, 0, "edx", 14), "TSXLDTRK": (7, 0, "edx", 16),
-    "CET_IBT": (7, 0, "edx", 20), "AMX_BF16": (7, 0, "edx", 22),
-    "AVX512_FP16": (7, 0, "edx", 23), "AMX_TILE": (7, 0, "edx", 24),
+    "SERIALIZE": (7, 0, "edx", 14),
+    "TSXLDTRK": (7, 0, "edx", 16),
+    "CET_IBT": (7, 0, "edx", 20),
+    "AMX_BF16": (7, 0, "edx", 22),
+    "AVX512_FP16": (7, 0, "edx", 23),
+    "AMX_TILE": (7, 0, "edx", 24),
     "AMX_INT8": (7, 0, "edx", 25),
     # CPUID.(EAX=07H,ECX=1):EAX
-    "SHA512": (7, 1, "eax", 0), "SM3": (7, 1, "eax", 1), "SM4": (7, 1, "eax", 2),
-    "RAO_INT": (7, 1, "eax", 3), "AVX_VNNI": (7, 1, "eax", 4), "AVX512_BF16": (7, 1, "eax", 5),
+    "SHA512": (7, 1, "eax", 0),
+    "SM3": (7, 1, "eax", 1),
+    "SM4": (7, 1, "eax", 2),
+    "RAO_INT": (7, 1, "eax", 3),
+    "AVX_VNNI": (7, 1, "eax", 4),
+    "AVX512_BF16": (7, 1, "eax", 5),
     "CMPCCXADD": (7, 1, "eax", 7),
-    "AMX_FP16": (7, 1, "eax", 21), "AVX_IFMA": (7, 1, "eax", 23),
+    "AMX_FP16": (7, 1, "eax", 21),
+    "AVX_IFMA": (7, 1, "eax", 23),
     # CPUID.(EAX=07H,ECX=1):EDX
-    "AVX_VNNI_INT8": (7, 1, "edx", 4), "AVX_NE_CONVERT": (7, 1, "edx", 5),
-    "AMX_COMPLEX": (7, 1, "edx", 8), "AVX_VNNI_INT16": (7, 1, "edx", 10),
-    "AVX10": (7, 1, "edx", 19), "APX_F": (7, 1, "edx", 21),
+    "AVX_VNNI_INT8": (7, 1, "edx", 4),
+    "AVX_NE_CONVERT": (7, 1, "edx", 5),
+    "AMX_COMPLEX": (7, 1, "edx", 8),
+    "AVX_VNNI_INT16": (7, 1, "edx", 10),
+    "AVX10": (7, 1, "edx", 19),
+    "APX_F": (7, 1, "edx", 21),
     # CPUID.(EAX=0DH,ECX=1):EAX
-    "XSAVEOPT": (0xD, 1, "eax", 0), "XSAVEC": (0xD, 1, "eax", 1),
+    "XSAVEOPT": (0xD, 1, "eax", 0),
+    "XSAVEC": (0xD, 1, "eax", 1),
     # CPUID.80000001H:ECX/EDX
-    "LAHF_SAHF": (0x80000001, 0, "ecx", 0), "LZCNT": (0x80000001, 0, "ecx", 5),
-    "PREFETCHW": (0x80000001, 0, "ecx", 8), "SYSCALL": (0x80000001, 0, "edx", 11),
+    "LAHF_SAHF": (0x80000001, 0, "ecx", 0),
+    "LZCNT": (0x80000001, 0, "ecx", 5),
+    "PREFETCHW": (0x80000001, 0, "ecx", 8),
+    "SYSCALL": (0x80000001, 0, "edx", 11),
     "RDTSCP": (0x80000001, 0, "edx", 27),
-}  # fmt: skip
+}
 
 _REGS = ("eax", "ebx", "ecx", "edx")
 HostCpuid = Mapping[tuple[int, int], tuple[int, int, int, int]]
@@ -120,8 +169,9 @@ def _host_profile_text() -> str | None:
     if tracer is None:
         return None
     try:
-        p = subprocess.run([str(tracer), "--host-profile"], capture_output=True, text=True,
-                           timeout=30, check=False)  # fmt: skip
+        p = subprocess.run(
+            [str(tracer), "--host-profile"], capture_output=True, text=True, timeout=30, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return p.stdout if p.returncode == 0 else None
@@ -173,8 +223,11 @@ def host_lacks(model: CpuModel, host: HostCpuid | None = None) -> list[str]:
         if host is None:
             return []
     mine = model_leaves(model)
-    out = [name for name, where in FEATURE_BITS.items()
-           if name != "AVX10" and _has(mine, where) and not _has(host, where)]  # fmt: skip
+    out = [
+        name
+        for name, where in FEATURE_BITS.items()
+        if name != "AVX10" and _has(mine, where) and not _has(host, where)
+    ]
     # AVX10.1 is an enumeration of AVX-512 instructions (the AVX512* bits
     # above decide those); AVX10.2 on adds instructions.  So the AVX10 gap is
     # the model's version (CPUID.24H:EBX[7:0]) when it is >= 2 and above the
@@ -192,8 +245,9 @@ def _avx10_version(leaves: HostCpuid) -> int:
     return regs[1] & 0xFF if regs is not None else 0
 
 
-def sigill_reason(model: CpuModel, code: bytes, where: str = "",
-                  host: HostCpuid | None = None) -> str | None:  # fmt: skip
+def sigill_reason(
+    model: CpuModel, code: bytes, where: str = "", host: HostCpuid | None = None
+) -> str | None:
     """Why a SIGILL at the instruction `code` is the host's limit, not the
     program's: it needs a feature the model advertises and the host lacks.
     None when it is not (then the SIGILL is the program's)."""
@@ -207,5 +261,7 @@ def sigill_reason(model: CpuModel, code: bytes, where: str = "",
     if not hit:
         return None
     at = f" at {where}" if where else ""
-    return (f"host cannot execute {'+'.join(hit)} (model {model.name} advertises it): "
-            f"{insn.text}{at} [{code[: insn.length].hex()}] died of SIGILL")  # fmt: skip
+    return (
+        f"host cannot execute {'+'.join(hit)} (model {model.name} advertises it): "
+        f"{insn.text}{at} [{code[: insn.length].hex()}] died of SIGILL"
+    )

@@ -125,12 +125,17 @@ def probe_command(
         raise ProbeError(f"repeat must be 1..1000000, not {repeat!r}")
     argv = [
         str(probe_path()),
-        "--mode", cell.mode,
-        "--dir", cell.direction,
-        "--key-bits", str(cell.key_bits),
-        "--length", str(cell.length),
-        "--seed", str(seed),
-    ]  # fmt: skip
+        "--mode",
+        cell.mode,
+        "--dir",
+        cell.direction,
+        "--key-bits",
+        str(cell.key_bits),
+        "--length",
+        str(cell.length),
+        "--seed",
+        str(seed),
+    ]
     if impl is not None:
         argv += ["--impl", impl]
     if force_tier is not None:
@@ -279,8 +284,9 @@ def parse_probe_output(stdout: str) -> dict[str, Any]:
         shown = (first[:80] + "...") if len(first) > 80 else first
         raise ProbeError(f"probe printed no JSON report (first line: {shown!r})")
     if report.get("probe") != PROBE_VERSION:
-        raise ProbeError(f"probe report version {_short(report.get('probe'))}, "
-                         f"expected {PROBE_VERSION}")  # fmt: skip
+        raise ProbeError(
+            f"probe report version {_short(report.get('probe'))}, expected {PROBE_VERSION}"
+        )
     for key, typ in _REQUIRED.items():
         if not isinstance(report.get(key), typ):
             raise ProbeError(f"probe report field {key!r} missing or of the wrong type")

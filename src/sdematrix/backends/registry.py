@@ -55,10 +55,7 @@ class _Missing:
         raise RuntimeError(self._why)
 
 
-
-def create_backend(
-    name: str, *, sde_path: str | None = None, cpuid_mode: str = "auto"
-) -> Backend:
+def create_backend(name: str, *, sde_path: str | None = None, cpuid_mode: str = "auto") -> Backend:
     """Instantiate one backend by name (ValueError for an unknown name).
     `cpuid_mode` (auto|fault|bp) is how the ptrace tracer makes the program
     see the model's CPUID; the other backends have no such choice."""
@@ -96,9 +93,7 @@ class BackendSelector:
     ) -> None:
         self.requested = requested
         self.cpuid_mode = cpuid_mode
-        make = factory or (
-            lambda n: create_backend(n, sde_path=sde_path, cpuid_mode=cpuid_mode)
-        )
+        make = factory or (lambda n: create_backend(n, sde_path=sde_path, cpuid_mode=cpuid_mode))
         if requested == "auto":
             names = [n for n in matrix.backend_preference if n in _CLASSES] or list(BACKEND_NAMES)
         elif requested in _CLASSES:

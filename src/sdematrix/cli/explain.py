@@ -108,18 +108,22 @@ def _not_eligible(ffi: Any, lib: Any, f: Any, m: int, d: int, chosen: str, said:
     names = [ffi.string(lib.vc_path_name(p)).decode() for p in range(lib.VC_PATH_COUNT)]
     rank = names.index(chosen) if chosen in names else len(names)
     skipped = [
-        n for p, n in enumerate(names)
+        n
+        for p, n in enumerate(names)
         if p > rank and not lib.vc_path_eligible(m, d, p) and lib.vc_path_supported_for(f, m, p)
-    ]  # fmt: skip
+    ]
     mode = ffi.string(lib.vc_mode_name(m)).decode()
     direction = ffi.string(lib.vc_dir_name(d)).decode()
     # eligible and runnable, yet neither chosen nor named by vc_explain: not
     # in the mode's preference list at all
     unlisted = [
-        n for p, n in enumerate(names)
-        if p > rank and lib.vc_path_eligible(m, d, p) and lib.vc_path_supported_for(f, m, p)
+        n
+        for p, n in enumerate(names)
+        if p > rank
+        and lib.vc_path_eligible(m, d, p)
+        and lib.vc_path_supported_for(f, m, p)
         and f"{n}:" not in said
-    ]  # fmt: skip
+    ]
     out = ""
     if skipped:
         vaes = any(n not in ("aesni", "generic") for n in skipped)
@@ -127,10 +131,15 @@ def _not_eligible(ffi: Any, lib: Any, f: Any, m: int, d: int, chosen: str, said:
         kind = "serial modes (one AES block per output byte/bit)" if mode in _SERIAL else mode
         out += f": {what} ({', '.join(skipped)}) not eligible for {kind}"
     if unlisted:
-        why = (": each block needs the previous ciphertext, nothing to run in parallel"
-               if mode.startswith("cfb") and direction == "encrypt" else "")
-        out += (f"{'; ' if out else ': '}{', '.join(unlisted)} not in the {mode}/{direction} "
-                f"preference list{why}")  # fmt: skip
+        why = (
+            ": each block needs the previous ciphertext, nothing to run in parallel"
+            if mode.startswith("cfb") and direction == "encrypt"
+            else ""
+        )
+        out += (
+            f"{'; ' if out else ': '}{', '.join(unlisted)} not in the {mode}/{direction} "
+            f"preference list{why}"
+        )
     return out
 
 
@@ -190,8 +199,9 @@ def list_cpus(matrix: Matrix) -> list[dict[str, Any]]:
     parallel) is two columns (``cfb128/enc``, ``cfb128/dec``) for every
     model, so no row leaves a column empty."""
     split = {
-        mode: any(len({matrix.expected[(cpu, mode, d)] for d in DIRECTIONS}) > 1
-                  for cpu in matrix.models)
+        mode: any(
+            len({matrix.expected[(cpu, mode, d)] for d in DIRECTIONS}) > 1 for cpu in matrix.models
+        )
         for mode in MODES
     }
     rows: list[dict[str, Any]] = []

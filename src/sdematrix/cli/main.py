@@ -94,7 +94,9 @@ _positive_int = options.positive_int
 _positive_float = options.positive_float
 _nonneg_float = _number_arg(float, lambda v: v >= 0, "must be >= 0", "a number")
 _seed = _number_arg(
-    lambda t: int(t, 0), lambda v: 0 <= v < 1 << 64, "must be a 64-bit unsigned integer",
+    lambda t: int(t, 0),
+    lambda v: 0 <= v < 1 << 64,
+    "must be a 64-bit unsigned integer",
     "an integer",
 )
 
@@ -176,8 +178,10 @@ def summary_table(report: Any) -> str:
     lines.append(tail + f" in {report.duration_s:.1f}s")
     for why, cpus, n in report.unrunnable():
         what = "error" if report.strict else "skipped"
-        lines.append(f"could not run here ({what}): {n} cell{'s' if n != 1 else ''} "
-                     f"of {', '.join(cpus)}: {why}")  # fmt: skip
+        lines.append(
+            f"could not run here ({what}): {n} cell{'s' if n != 1 else ''} "
+            f"of {', '.join(cpus)}: {why}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -195,9 +199,12 @@ def _print_host_gaps(matrix: Any, cpus: list[str], selector: Any) -> None:
         ch = selector.choose(matrix.models[cpu])
         lacks = host_lacks(matrix.models[cpu]) if ch.backend and ch.backend.name == "ptrace" else []
         if lacks:
-            print(f"{PROG} run: {cpu}: host cannot execute {', '.join(lacks)} (model {cpu} "
-                  "advertises it; the probe needs none of them, a program that runs one dies "
-                  "of SIGILL: an error)", file=sys.stderr)  # fmt: skip
+            print(
+                f"{PROG} run: {cpu}: host cannot execute {', '.join(lacks)} (model {cpu} "
+                "advertises it; the probe needs none of them, a program that runs one dies "
+                "of SIGILL: an error)",
+                file=sys.stderr,
+            )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -230,8 +237,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     writer: list[ResultsWriter] = []
 
     def start(rep: RunReport) -> None:
-        w = ResultsWriter(out, rep, junit_path=junit_path,
-                          keep_work=getattr(args, "keep_work", False))  # fmt: skip
+        w = ResultsWriter(
+            out, rep, junit_path=junit_path, keep_work=getattr(args, "keep_work", False)
+        )
         w.begin()
         writer.append(w)
         signals.raise_pending(pending)  # a signal before the first cell: stop now
@@ -366,8 +374,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _no_step_summary() -> None:
-    print(f"{PROG}: --step-summary: $GITHUB_STEP_SUMMARY is not set (not on GitHub "
-          "Actions?): no step summary written", file=sys.stderr)  # fmt: skip
+    print(
+        f"{PROG}: --step-summary: $GITHUB_STEP_SUMMARY is not set (not on GitHub "
+        "Actions?): no step summary written",
+        file=sys.stderr,
+    )
 
 
 def _report_exec(args: argparse.Namespace, results: Path) -> int:
@@ -433,8 +444,13 @@ def cmd_docker_run(args: argparse.Namespace) -> int:
     junit_path = _junit_path(args)
     # Each container runs `sdematrix run --cpu <one>`: it names its CPU, so
     # it is strict unless this run is not (a default run, or --allow-skip).
-    tail = ["--cpuid-mode", args.cpuid_mode, "--timeout", f"{args.timeout:g}",
-            *([] if strict else ["--allow-skip"])]  # fmt: skip
+    tail = [
+        "--cpuid-mode",
+        args.cpuid_mode,
+        "--timeout",
+        f"{args.timeout:g}",
+        *([] if strict else ["--allow-skip"]),
+    ]
     out = Path(args.out)
     # --timeout is per cell, as for `run`; a container runs one model's cells
     per_cpu = max((len(matrix.cells([c])) for c in cpus), default=1)
@@ -555,19 +571,35 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="write the HTML report (and markdown) of a results dir")
     rp.add_argument("results_dir")
     rp.add_argument("--html", metavar="FILE", help="HTML file (default: RESULTS_DIR/report.html)")
-    rp.add_argument("--markdown", metavar="FILE", nargs="?", const="-",
-                    help="also write the markdown summary to FILE (or stdout)")  # fmt: skip
-    rp.add_argument("--step-summary", action="store_true",
-                    help="append the markdown summary to $GITHUB_STEP_SUMMARY")  # fmt: skip
+    rp.add_argument(
+        "--markdown",
+        metavar="FILE",
+        nargs="?",
+        const="-",
+        help="also write the markdown summary to FILE (or stdout)",
+    )
+    rp.add_argument(
+        "--step-summary",
+        action="store_true",
+        help="append the markdown summary to $GITHUB_STEP_SUMMARY",
+    )
     rp.set_defaults(func=cmd_report)
 
     d = sub.add_parser("diff", help="what changed between two results dirs")
     d.add_argument("old")
     d.add_argument("new")
-    d.add_argument("--threshold", type=_nonneg_float, default=0.10,
-                   help="relative mix change worth reporting (default 0.10)")  # fmt: skip
-    d.add_argument("--min-abs", type=_positive_int, default=16,
-                   help="absolute instruction-count change worth reporting (default 16)")  # fmt: skip
+    d.add_argument(
+        "--threshold",
+        type=_nonneg_float,
+        default=0.10,
+        help="relative mix change worth reporting (default 0.10)",
+    )
+    d.add_argument(
+        "--min-abs",
+        type=_positive_int,
+        default=16,
+        help="absolute instruction-count change worth reporting (default 16)",
+    )
     d.set_defaults(func=cmd_diff)
 
     mj = sub.add_parser("merge-junit", help="merge JUnit files into one")
@@ -589,33 +621,51 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--image", default="sdematrix:latest", help="image tag")
     dr.add_argument("--context", default=".", help="build context with the Dockerfile")
     dr.add_argument("--build", action="store_true", help="rebuild the image even if present")
-    dr.add_argument("--base-image", default=None,
-                    help="BASE_IMAGE build arg (e.g. sdematrix-base:bookworm)")  # fmt: skip
+    dr.add_argument(
+        "--base-image", default=None, help="BASE_IMAGE build arg (e.g. sdematrix-base:bookworm)"
+    )
     dr.set_defaults(func=cmd_docker_run)
 
     lc = sub.add_parser("list-cpus", help="list the CPU models of the matrix")
     lc.add_argument("--matrix", help=matrix_help)
-    lc.add_argument("--github-matrix", action="store_true",
-                    help="print a GitHub Actions strategy matrix (JSON): shards of SDE models")  # fmt: skip
-    lc.add_argument("--shards", type=_positive_int, default=None,
-                    help="number of jobs for --github-matrix (default: at most 16)")  # fmt: skip
+    lc.add_argument(
+        "--github-matrix",
+        action="store_true",
+        help="print a GitHub Actions strategy matrix (JSON): shards of SDE models",
+    )
+    lc.add_argument(
+        "--shards",
+        type=_positive_int,
+        default=None,
+        help="number of jobs for --github-matrix (default: at most 16)",
+    )
     from ..integrations.github_shards import SHARD_BACKENDS
 
-    lc.add_argument("--backend", default="sde", choices=SHARD_BACKENDS,
-                    help="--github-matrix: shards of the SDE models (sde, default) or of every "
-                    "model (ptrace); --host-split: the backend to ask")  # fmt: skip
-    lc.add_argument("--host-split", action="store_true",
-                    help="print (JSON) which of --cpu this host can run under --backend, and "
-                    "why not the others")  # fmt: skip
+    lc.add_argument(
+        "--backend",
+        default="sde",
+        choices=SHARD_BACKENDS,
+        help="--github-matrix: shards of the SDE models (sde, default) or of every "
+        "model (ptrace); --host-split: the backend to ask",
+    )
+    lc.add_argument(
+        "--host-split",
+        action="store_true",
+        help="print (JSON) which of --cpu this host can run under --backend, and "
+        "why not the others",
+    )
     lc.add_argument("--cpu", default=None, help="--host-split: the models (default: all)")
     lc.set_defaults(func=cmd_list_cpus)
 
     e = sub.add_parser("explain", help="explain the expected paths of one CPU model")
     e.add_argument("cpu")
     e.add_argument("--matrix", help=matrix_help)
-    e.add_argument("--features", action="store_true",
-                   help="list the model's feature and ISA-set names (for --expect files); "
-                   "CPU may be a comma-separated list")  # fmt: skip
+    e.add_argument(
+        "--features",
+        action="store_true",
+        help="list the model's feature and ISA-set names (for --expect files); "
+        "CPU may be a comma-separated list",
+    )
     e.set_defaults(func=cmd_explain)
 
     dc = sub.add_parser("doctor", help="which backends work on this host, and why not")
@@ -623,26 +673,41 @@ def build_parser() -> argparse.ArgumentParser:
     dc.add_argument("--json", action="store_true", help="machine-readable output")
     dc.set_defaults(func=cmd_doctor)
 
-    x = sub.add_parser("exec", help="run any program as if on each CPU model: whole-process "
-                       "chip check, region mixes, expectations")  # fmt: skip
+    x = sub.add_parser(
+        "exec",
+        help="run any program as if on each CPU model: whole-process "
+        "chip check, region mixes, expectations",
+    )
     options.add_to_argparse(x, "exec")
-    x.add_argument("--region", action="append", metavar="REGION",
-                   help="marks | whole | function:SYMBOL (repeatable; default: marks "
-                   "when an image has SSC marks, else whole)")  # fmt: skip
+    x.add_argument(
+        "--region",
+        action="append",
+        metavar="REGION",
+        help="marks | whole | function:SYMBOL (repeatable; default: marks "
+        "when an image has SSC marks, else whole)",
+    )
     x.add_argument("--expect", metavar="FILE", help="expectations (YAML)")
     x.add_argument("--out", metavar="DIR", help="capture output and write results per model")
-    x.add_argument("--allow-exit", type=int, action="append", metavar="N",
-                   help="a non-zero exit status that does not fail the verdict")  # fmt: skip
-    x.add_argument("--print-command", action="store_true",
-                   help="--backend sde: print the SDE command lines, run nothing "
-                   "(SDE need not be installed)")  # fmt: skip
+    x.add_argument(
+        "--allow-exit",
+        type=int,
+        action="append",
+        metavar="N",
+        help="a non-zero exit status that does not fail the verdict",
+    )
+    x.add_argument(
+        "--print-command",
+        action="store_true",
+        help="--backend sde: print the SDE command lines, run nothing (SDE need not be installed)",
+    )
     x.add_argument("program", nargs=argparse.REMAINDER, help="-- PROG ARGS...")
     x.set_defaults(func=cmd_exec)
 
     m = sub.add_parser("mix", help="summarise an SDE mix file (--json: normalised JSON)")
     m.add_argument("file")
-    m.add_argument("--json", action="store_true",
-                   help="the whole normalised mix as JSON (default: a summary)")  # fmt: skip
+    m.add_argument(
+        "--json", action="store_true", help="the whole normalised mix as JSON (default: a summary)"
+    )
     m.add_argument("--compact", action="store_true", help="the whole mix as one-line JSON")
     m.set_defaults(func=cmd_mix)
     return p

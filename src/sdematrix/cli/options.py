@@ -41,8 +41,9 @@ EXEC_BACKENDS: tuple[str, ...] = tuple(b for b in BACKEND_CHOICES if b != "qemu"
 ALL = frozenset({"run", "exec", "docker", "pytest"})
 
 
-def number_arg(convert: Callable[[str], Any], ok: Callable[[Any], bool], rule: str,
-            kind: str) -> Callable[[str], Any]:  # fmt: skip
+def number_arg(
+    convert: Callable[[str], Any], ok: Callable[[Any], bool], rule: str, kind: str
+) -> Callable[[str], Any]:
     """An argparse `type=` that converts, then checks a rule; each failure is
     one line naming the text."""
 
@@ -76,46 +77,117 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("--matrix", {"metavar": "FILE", "default": None,
-                        "help": "matrix file (default: ./sde_matrix.yaml, else the packaged copy)"},
-           where=ALL | {"doctor"}),
-    Option("--models", {"metavar": "FILE", "default": None,
-                        "help": "a models-only YAML file (`models:` as in sde_matrix.yaml): "
-                        "custom CPU models for exec, without a whole matrix file"},
-           where=frozenset({"exec"})),
-    Option("--cpu", {"metavar": "CPUS", "default": None,
-                     "help": "comma-separated CPU models (or 'all'; default for run: all)"}),
-    Option("--backend", {"default": "auto", "choices": BACKEND_CHOICES,
-                         "help": "backend for every model (default: auto, per model)"},
-           choices_for={"exec": EXEC_BACKENDS}),
-    Option("--cpuid-mode", {"default": "auto", "choices": CPUID_MODES,
-                            "help": "how the ptrace tracer presents CPUID: fault (kernel CPUID "
-                            "faulting), bp (breakpoints on every CPUID/XGETBV site), auto "
-                            "(fault where the host has it)"}),
-    Option("--allow-skip", {"action": "store_true", "default": False,
-                            "help": "with --cpu/--backend: skip models this host cannot run "
-                            "instead of failing them"}),
-    Option("--sde-path", {"metavar": "PATH", "default": None,
-                          "help": "sde64 executable or SDE kit directory (else $SDE_PATH, PATH; "
-                          "docker run: on this host, mounted into the containers, else the "
-                          "image's)"},
-           where=ALL | {"doctor"}),
-    Option("--timeout", {"type": positive_float, "default": DEFAULT_TIMEOUT, "metavar": "S",
-                         "help": "seconds one cell (exec: one model's run) may take "
-                         f"(default: {DEFAULT_TIMEOUT:g})"}),
-    Option("--jobs", {"type": positive_int, "default": os.cpu_count() or 1, "metavar": "N",
-                      "help": "models' cells (docker run: containers; exec: models) run at "
-                      "once (default: CPU count)"},
-           where=frozenset({"run", "exec", "docker"})),
-    Option("--junit", {"metavar": "FILE", "default": None, "help": "also write JUnit XML here"},
-           where=frozenset({"run", "exec", "docker"})),
-    Option("--report", {"metavar": "DIR", "default": None,
-                        "help": "also write report.html and summary.md into DIR"},
-           where=frozenset({"run", "exec", "docker"})),
-    Option("--keep-work", {"action": "store_true", "default": False,
-                           "help": "keep the backend's raw output (OUT/work/) for passing cells "
-                           "too (default: only for cells that failed or errored)"},
-           where=frozenset({"run"})),
+    Option(
+        "--matrix",
+        {
+            "metavar": "FILE",
+            "default": None,
+            "help": "matrix file (default: ./sde_matrix.yaml, else the packaged copy)",
+        },
+        where=ALL | {"doctor"},
+    ),
+    Option(
+        "--models",
+        {
+            "metavar": "FILE",
+            "default": None,
+            "help": "a models-only YAML file (`models:` as in sde_matrix.yaml): "
+            "custom CPU models for exec, without a whole matrix file",
+        },
+        where=frozenset({"exec"}),
+    ),
+    Option(
+        "--cpu",
+        {
+            "metavar": "CPUS",
+            "default": None,
+            "help": "comma-separated CPU models (or 'all'; default for run: all)",
+        },
+    ),
+    Option(
+        "--backend",
+        {
+            "default": "auto",
+            "choices": BACKEND_CHOICES,
+            "help": "backend for every model (default: auto, per model)",
+        },
+        choices_for={"exec": EXEC_BACKENDS},
+    ),
+    Option(
+        "--cpuid-mode",
+        {
+            "default": "auto",
+            "choices": CPUID_MODES,
+            "help": "how the ptrace tracer presents CPUID: fault (kernel CPUID "
+            "faulting), bp (breakpoints on every CPUID/XGETBV site), auto "
+            "(fault where the host has it)",
+        },
+    ),
+    Option(
+        "--allow-skip",
+        {
+            "action": "store_true",
+            "default": False,
+            "help": "with --cpu/--backend: skip models this host cannot run "
+            "instead of failing them",
+        },
+    ),
+    Option(
+        "--sde-path",
+        {
+            "metavar": "PATH",
+            "default": None,
+            "help": "sde64 executable or SDE kit directory (else $SDE_PATH, PATH; "
+            "docker run: on this host, mounted into the containers, else the "
+            "image's)",
+        },
+        where=ALL | {"doctor"},
+    ),
+    Option(
+        "--timeout",
+        {
+            "type": positive_float,
+            "default": DEFAULT_TIMEOUT,
+            "metavar": "S",
+            "help": "seconds one cell (exec: one model's run) may take "
+            f"(default: {DEFAULT_TIMEOUT:g})",
+        },
+    ),
+    Option(
+        "--jobs",
+        {
+            "type": positive_int,
+            "default": os.cpu_count() or 1,
+            "metavar": "N",
+            "help": "models' cells (docker run: containers; exec: models) run at "
+            "once (default: CPU count)",
+        },
+        where=frozenset({"run", "exec", "docker"}),
+    ),
+    Option(
+        "--junit",
+        {"metavar": "FILE", "default": None, "help": "also write JUnit XML here"},
+        where=frozenset({"run", "exec", "docker"}),
+    ),
+    Option(
+        "--report",
+        {
+            "metavar": "DIR",
+            "default": None,
+            "help": "also write report.html and summary.md into DIR",
+        },
+        where=frozenset({"run", "exec", "docker"}),
+    ),
+    Option(
+        "--keep-work",
+        {
+            "action": "store_true",
+            "default": False,
+            "help": "keep the backend's raw output (OUT/work/) for passing cells "
+            "too (default: only for cells that failed or errored)",
+        },
+        where=frozenset({"run"}),
+    ),
 )
 
 
@@ -126,8 +198,9 @@ def _spec(command: str, opt: Option) -> dict[str, Any]:
     return kw
 
 
-def add_to_argparse(parser: argparse.ArgumentParser, command: str,
-                    skip: Iterable[str] = ()) -> None:  # fmt: skip
+def add_to_argparse(
+    parser: argparse.ArgumentParser, command: str, skip: Iterable[str] = ()
+) -> None:
     """Add every shared option `command` takes (minus `skip` flags)."""
     skipped = set(skip)
     for opt in OPTIONS:

@@ -120,6 +120,7 @@ HINT_NOP_CODES: frozenset[int] = frozenset(
     }
 )
 
+
 @dataclass(frozen=True)
 class LegacyForm:
     """An encoding that a model without `feature` executes as a different,
@@ -185,25 +186,39 @@ class LegacyForm:
 #   modified lines; WBINVD also invalidates them, which software observes only
 #   as time.  Privileged (CPL 0): a user program faults (#GP) either way.
 _TZCNT_AS_BSF = LegacyForm(
-    feature="BMI1", new="TZCNT", executes_as="BSF", isa_set="I386", isa_ext="BASE",
-    features=("INTEL386",), same_result=True,
+    feature="BMI1",
+    new="TZCNT",
+    executes_as="BSF",
+    isa_set="I386",
+    isa_ext="BASE",
+    features=("INTEL386",),
+    same_result=True,
     differs="for a zero source BSF leaves the destination and sets ZF, TZCNT returns "
     "the operand size and sets CF",
     source="Intel SDM vol. 2B TZCNT; XED datafiles/hswbmi/tzcnt-isa.xed.txt",
-)  # fmt: skip
+)
 _LZCNT_AS_BSR = LegacyForm(
-    feature="LZCNT", new="LZCNT", executes_as="BSR", isa_set="I386", isa_ext="BASE",
-    features=("INTEL386",), same_result=False,
-    differs="BSR returns the index of the highest set bit, LZCNT the count of leading "
-    "zeros",
+    feature="LZCNT",
+    new="LZCNT",
+    executes_as="BSR",
+    isa_set="I386",
+    isa_ext="BASE",
+    features=("INTEL386",),
+    same_result=False,
+    differs="BSR returns the index of the highest set bit, LZCNT the count of leading zeros",
     source="Intel SDM vol. 2A LZCNT; XED datafiles/hsw/lzcnt-isa.xed.txt",
-)  # fmt: skip
+)
 _WBNOINVD_AS_WBINVD = LegacyForm(
-    feature="WBNOINVD", new="WBNOINVD", executes_as="WBINVD", isa_set="I486REAL",
-    isa_ext="BASE", features=("INTEL486",), same_result=True,
+    feature="WBNOINVD",
+    new="WBNOINVD",
+    executes_as="WBINVD",
+    isa_set="I486REAL",
+    isa_ext="BASE",
+    features=("INTEL486",),
+    same_result=True,
     differs="WBINVD also invalidates the caches (only slower)",
     source="XED datafiles/wbnoinvd/wbnoinvd-isa.xed.txt, src/common/xed-chip-modes.c",
-)  # fmt: skip
+)
 LEGACY_FORMS: dict[int, LegacyForm] = {
     iced.Code.TZCNT_R16_RM16: _TZCNT_AS_BSF,
     iced.Code.TZCNT_R32_RM32: _TZCNT_AS_BSF,
@@ -513,8 +528,15 @@ def as_executed(insn: Insn, model: CpuModel | None) -> Insn:
         return insn
     new, old = lf.new.lower(), lf.executes_as.lower()
     text = insn.text.replace(new, old, 1) if insn.text.startswith(new) else insn.text
-    return replace(insn, mnemonic=lf.executes_as, isa_set=lf.isa_set, isa_ext=lf.isa_ext,
-                   features=lf.features, text=text, legacy=None)  # fmt: skip
+    return replace(
+        insn,
+        mnemonic=lf.executes_as,
+        isa_set=lf.isa_set,
+        isa_ext=lf.isa_ext,
+        features=lf.features,
+        text=text,
+        legacy=None,
+    )
 
 
 def legacy_violation(lf: LegacyForm, model_name: str) -> str:

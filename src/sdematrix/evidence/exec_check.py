@@ -66,8 +66,9 @@ def _lengths(items: Sequence[Recorded]) -> list[int]:
     return out
 
 
-def _locations(items: Sequence[Recorded],
-               locate_in: Callable[[int], Callable[[int], Location]]) -> dict[tuple[int, int], Location]:  # fmt: skip
+def _locations(
+    items: Sequence[Recorded], locate_in: Callable[[int], Callable[[int], Location]]
+) -> dict[tuple[int, int], Location]:
     """(space, address) -> Location, one symbol lookup per function range."""
     out: dict[tuple[int, int], Location] = {}
     keys = sorted({(s, a) for s, a, _c, _n in items})
@@ -110,28 +111,53 @@ def whole_checked_mix(
         if got is None:
             insn = decode(key)
             lf = legacy_form(insn, model) if model is not None and insn.legacy else None
-            got = (insn, as_executed(insn, model) if lf else insn,
-                   chip_check(insn, model) if model is not None else None,
-                   lf.label if lf else None)  # fmt: skip
+            got = (
+                insn,
+                as_executed(insn, model) if lf else insn,
+                chip_check(insn, model) if model is not None else None,
+                lf.label if lf else None,
+            )
             judged[key] = got
         insn, ran, why, label = got
         if label is not None:
             legacy[label] = legacy.get(label, 0) + n
         loc = locs[(s, a)]
-        k = (loc.image, loc.function, ran.mnemonic, ran.encoding, ran.width, ran.isa_set,
-             ran.isa_ext)  # fmt: skip
+        k = (
+            loc.image,
+            loc.function,
+            ran.mnemonic,
+            ran.encoding,
+            ran.width,
+            ran.isa_set,
+            ran.isa_ext,
+        )
         acc[k] = acc.get(k, 0) + n
         ranges.setdefault((loc.function, loc.image), (loc.lo, loc.hi))
         if why is not None and len(violations) < limit:
             if isa_in_reason:
                 why = f"{why}; ISA set {insn.isa_set}"
-            violations.append(Violation(reason=why, address=a, function=loc.function,
-                                        image=loc.image, mnemonic=insn.mnemonic,
-                                        bytes_hex=code[: insn.length].hex()))  # fmt: skip
+            violations.append(
+                Violation(
+                    reason=why,
+                    address=a,
+                    function=loc.function,
+                    image=loc.image,
+                    mnemonic=insn.mnemonic,
+                    bytes_hex=code[: insn.length].hex(),
+                )
+            )
     mix = Mix(source=source)
     for (image, function, mnem, enc, width, isa_set, isa_ext), n in acc.items():
-        mix.add_instruction(image=image, function=function, mnemonic=mnem, encoding=enc,
-                            width=width, count=n, isa_set=isa_set, isa_ext=isa_ext)  # fmt: skip
+        mix.add_instruction(
+            image=image,
+            function=function,
+            mnemonic=mnem,
+            encoding=enc,
+            width=width,
+            count=n,
+            isa_set=isa_set,
+            isa_ext=isa_ext,
+        )
     for fm in mix.functions:
         fm.lo, fm.hi = ranges.get((fm.name, fm.image), (None, None))
     mix.legacy_forms.update(legacy)

@@ -80,16 +80,43 @@ _KMASK = re.compile(
 # V-prefixed iclasses that are not vector instructions (VMX / SVM / verify).
 _V_NOT_VEX = frozenset(
     {
-        "VERR", "VERW", "VMCALL", "VMLAUNCH", "VMRESUME", "VMXOFF", "VMXON",
-        "VMREAD", "VMWRITE", "VMPTRLD", "VMPTRST", "VMCLEAR", "VMFUNC",
-        "VMRUN", "VMLOAD", "VMSAVE", "VMMCALL",
+        "VERR",
+        "VERW",
+        "VMCALL",
+        "VMLAUNCH",
+        "VMRESUME",
+        "VMXOFF",
+        "VMXON",
+        "VMREAD",
+        "VMWRITE",
+        "VMPTRLD",
+        "VMPTRST",
+        "VMCLEAR",
+        "VMFUNC",
+        "VMRUN",
+        "VMLOAD",
+        "VMSAVE",
+        "VMMCALL",
     }
-)  # fmt: skip
+)
 # VEX-encoded general-purpose instructions (BMI1/BMI2).
 _GPR_VEX = frozenset(
-    {"ANDN", "BEXTR", "BLSI", "BLSR", "BLSMSK", "BZHI", "MULX", "PDEP", "PEXT",
-     "RORX", "SARX", "SHLX", "SHRX"}
-)  # fmt: skip
+    {
+        "ANDN",
+        "BEXTR",
+        "BLSI",
+        "BLSR",
+        "BLSMSK",
+        "BZHI",
+        "MULX",
+        "PDEP",
+        "PEXT",
+        "RORX",
+        "SARX",
+        "SHLX",
+        "SHRX",
+    }
+)
 # Iclasses that exist only with EVEX encoding: in SDE's default (iclass) mode
 # these are the only ones whose encoding the name alone settles.
 _EVEX_ONLY = re.compile(
@@ -104,11 +131,35 @@ _EVEX_ONLY = re.compile(
 )
 # Legacy SSE iclasses that only exist on xmm (for width in iclass mode).
 _XMM_ONLY = frozenset(
-    {"AESENC", "AESENCLAST", "AESDEC", "AESDECLAST", "AESIMC", "AESKEYGENASSIST",
-     "PCLMULQDQ", "MOVDQU", "MOVDQA", "MOVAPS", "MOVUPS", "MOVAPD", "MOVUPD",
-     "PSHUFD", "PSLLDQ", "PSRLDQ", "PUNPCKLQDQ", "PUNPCKHQDQ", "PBLENDW",
-     "PINSRQ", "PEXTRQ", "PINSRD", "PEXTRD", "PTEST", "PSHUFLW", "PSHUFHW"}
-)  # fmt: skip
+    {
+        "AESENC",
+        "AESENCLAST",
+        "AESDEC",
+        "AESDECLAST",
+        "AESIMC",
+        "AESKEYGENASSIST",
+        "PCLMULQDQ",
+        "MOVDQU",
+        "MOVDQA",
+        "MOVAPS",
+        "MOVUPS",
+        "MOVAPD",
+        "MOVUPD",
+        "PSHUFD",
+        "PSLLDQ",
+        "PSRLDQ",
+        "PUNPCKLQDQ",
+        "PUNPCKHQDQ",
+        "PBLENDW",
+        "PINSRQ",
+        "PEXTRQ",
+        "PINSRD",
+        "PEXTRD",
+        "PTEST",
+        "PSHUFLW",
+        "PSHUFHW",
+    }
+)
 
 
 def _split_iform(name: str) -> tuple[str, list[str]]:

@@ -131,8 +131,9 @@ def ensure_image(
     t0 = time.monotonic()
     last = ""  # the build's latest output line, for the error message
     try:
-        for chunk in client.api.build(path=str(context), tag=image, buildargs=buildargs,
-                                      rm=True, forcerm=True, decode=True):  # fmt: skip
+        for chunk in client.api.build(
+            path=str(context), tag=image, buildargs=buildargs, rm=True, forcerm=True, decode=True
+        ):
             if "error" in chunk:
                 msg = " ".join(str(chunk["error"]).split())
                 raise BackendUnavailableError(
@@ -207,10 +208,20 @@ def remove_labelled(client: Any, run_id: str) -> int:
 class _Matrix:
     """Runs the containers of one `sdematrix docker run`."""
 
-    def __init__(self, client: Any, image: str, out: Path, run_id: str, *, backend: str,
-                 timeout: float, security: dict[str, Any], cmd_tail: list[str],
-                 log: Callable[[str], None],
-                 mounts: dict[str, dict[str, str]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        client: Any,
+        image: str,
+        out: Path,
+        run_id: str,
+        *,
+        backend: str,
+        timeout: float,
+        security: dict[str, Any],
+        cmd_tail: list[str],
+        log: Callable[[str], None],
+        mounts: dict[str, dict[str, str]] | None = None,
+    ) -> None:
         self.client = client
         self.image = image
         self.out = out
@@ -236,8 +247,20 @@ class _Matrix:
         sub.mkdir(parents=True, exist_ok=True)
         if self.user is None:
             os.chmod(sub, 0o777)  # the image's user (uid 1000) writes here
-        cmd = ["run", "--cpu", cpu, "--backend", self.backend, "--jobs", "1",
-               "--out", f"/out/{cpu}", "--junit", f"/out/{cpu}/junit.xml", *self.cmd_tail]  # fmt: skip
+        cmd = [
+            "run",
+            "--cpu",
+            cpu,
+            "--backend",
+            self.backend,
+            "--jobs",
+            "1",
+            "--out",
+            f"/out/{cpu}",
+            "--junit",
+            f"/out/{cpu}/junit.xml",
+            *self.cmd_tail,
+        ]
         extra: dict[str, Any] = dict(self.security)
         if self.user is not None:
             extra["user"] = self.user
@@ -323,18 +346,28 @@ def run_in_docker(
                 (out / MATRIX_IN_OUT).write_bytes(Path(matrix_file).read_bytes())
             except OSError as exc:
                 raise MatrixFileError(
-                    f"cannot copy matrix file {matrix_file}: {exc.strerror}") from None
+                    f"cannot copy matrix file {matrix_file}: {exc.strerror}"
+                ) from None
             tail += ["--matrix", f"/out/{MATRIX_IN_OUT}"]
         ensure_image(client, image, context, rebuild=rebuild, base_image=base_image, log=log)
         run_id = uuid.uuid4().hex[:12]
         has_sde = backend in ("auto", "sde") and (
-            sde_path is not None or image_has_sde(client, image, run_id))
+            sde_path is not None or image_has_sde(client, image, run_id)
+        )
         if backend == "sde" and not has_sde:
             raise BackendUnavailableError(f"--backend sde: image {image} has no {SDE_IN_IMAGE}")
-        runner = _Matrix(client, image, out, run_id, backend=backend,
-                         timeout=timeout * max(1, cells_per_cpu) + CONTAINER_STARTUP_S,
-                         security=container_security(backend, has_sde), cmd_tail=tail,
-                         mounts=mounts, log=log)  # fmt: skip
+        runner = _Matrix(
+            client,
+            image,
+            out,
+            run_id,
+            backend=backend,
+            timeout=timeout * max(1, cells_per_cpu) + CONTAINER_STARTUP_S,
+            security=container_security(backend, has_sde),
+            cmd_tail=tail,
+            mounts=mounts,
+            log=log,
+        )
         return _run_all(runner, cpus, max(1, jobs))
 
 
@@ -376,8 +409,14 @@ def _run_all(runner: _Matrix, cpus: list[str], jobs: int) -> int:
     return worst
 
 
-def _merge(out: Path, cpus: list[str], results: dict[str, ContainerResult],
-           *, interrupted: bool, log: Callable[[str], None]) -> None:  # fmt: skip
+def _merge(
+    out: Path,
+    cpus: list[str],
+    results: dict[str, ContainerResult],
+    *,
+    interrupted: bool,
+    log: Callable[[str], None],
+) -> None:
     """out/junit.xml from the per-CPU files; a CPU with no (readable) file gets
     an error suite unless the run was interrupted before it finished."""
     suites: list[ET.Element] = []

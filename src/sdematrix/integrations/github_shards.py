@@ -89,9 +89,13 @@ def github_matrix(
 
 
 def host_split(
-    matrix: Matrix, cpus: list[str], backend: str, *, cpuid_mode: str = "auto",
+    matrix: Matrix,
+    cpus: list[str],
+    backend: str,
+    *,
+    cpuid_mode: str = "auto",
     sde_path: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Which of `cpus` `backend` can execute on this host: ``{"runnable":
     [names], "cannot": {name: reason}}`` (the backend's own reason, e.g.
     "host CPU lacks AVX512F, ... needed by model spr").  A backend that is not

@@ -79,9 +79,16 @@ class SdeSession:
         with self._lock:
             rec = self._cache.get(cell.name)
             if rec is None:
-                report = run_cells(self.matrix, [cell], self.selector(),
-                                   workdir=self.workdir, jobs=1, timeout=self.timeout,
-                                   handle_signals=False, strict=not self.allow_skip)
+                report = run_cells(
+                    self.matrix,
+                    [cell],
+                    self.selector(),
+                    workdir=self.workdir,
+                    jobs=1,
+                    timeout=self.timeout,
+                    handle_signals=False,
+                    strict=not self.allow_skip,
+                )
                 rec = report.records[0]
                 self._cache[cell.name] = rec
             return rec
@@ -107,8 +114,12 @@ def pytest_configure(config: pytest.Config) -> None:
         if backend != "auto":  # an explicitly named backend must exist: fail at start
             from ..backends.registry import BackendSelector
 
-            BackendSelector(matrix, backend, sde_path=config.getoption("sde_path"),
-                            cpuid_mode=config.getoption("sde_cpuid_mode"))
+            BackendSelector(
+                matrix,
+                backend,
+                sde_path=config.getoption("sde_path"),
+                cpuid_mode=config.getoption("sde_cpuid_mode"),
+            )
         from ..backends.probe import probe_path
 
         probe_path()  # a probe that cannot run: a usage error now, not 4 failures per cell
@@ -142,8 +153,9 @@ def shipped_args(args: list[str]) -> list[str]:
     targeted = False
     for arg in args:
         path, sep, selection = arg.partition("::")
-        if sep and (path == "" or (Path(path).name == SHIPPED_TESTS.name
-                                   and not Path(path).exists())):  # fmt: skip
+        if sep and (
+            path == "" or (Path(path).name == SHIPPED_TESTS.name and not Path(path).exists())
+        ):
             out.append(f"{shipped}::{selection}")
             targeted = True
             continue

@@ -44,9 +44,7 @@ def _program(args: argparse.Namespace) -> list[str]:
     if prog and prog[0] == "--":
         prog = prog[1:]
     if not prog:
-        raise ExecUsageError(
-            "exec: no program given (sdematrix exec --cpu MODELS -- PROG ARGS...)"
-        )
+        raise ExecUsageError("exec: no program given (sdematrix exec --cpu MODELS -- PROG ARGS...)")
     return prog
 
 
@@ -82,15 +80,20 @@ def cmd_exec(args: argparse.Namespace) -> int:
     return _exec_ptrace(args, matrix, cpus, prog, regions, exps)
 
 
-def _exec_ptrace(args: argparse.Namespace, matrix: Matrix, cpus: list[str], prog: list[str],
-                 regions: list[Any], exps: list[Any]) -> int:  # fmt: skip
+def _exec_ptrace(
+    args: argparse.Namespace,
+    matrix: Matrix,
+    cpus: list[str],
+    prog: list[str],
+    regions: list[Any],
+    exps: list[Any],
+) -> int:
     from ..backends.ptrace.backend import PtraceBackend
     from ..verdict.exec_judge import ExecOutcome, judge_exec, summary_line
     from .exec_run import ExecError, ExecPlan, discover_images, parse_region, read_stdin, run_model
     from .exec_run import workdir as make_workdir
 
-    plan = ExecPlan(argv=prog, regions=regions, cpuid_mode=args.cpuid_mode,
-                    timeout=args.timeout)  # fmt: skip
+    plan = ExecPlan(argv=prog, regions=regions, cpuid_mode=args.cpuid_mode, timeout=args.timeout)
     backend = PtraceBackend(cpuid_mode=args.cpuid_mode)
     why_not = {c: backend.cannot_run(matrix.models[c]) for c in cpus}
     runnable = [c for c in cpus if why_not[c] is None]
@@ -119,9 +122,11 @@ def _exec_ptrace(args: argparse.Namespace, matrix: Matrix, cpus: list[str], prog
         why = why_not[cpu]
         if why is not None:
             status = "skip" if args.allow_skip else "error"
-            o = ExecOutcome(model=cpu, status=status,
-                            reasons=[Reason(f"cannot run here (ptrace): {why}",
-                                            Kind.CANNOT_RUN)])  # fmt: skip
+            o = ExecOutcome(
+                model=cpu,
+                status=status,
+                reasons=[Reason(f"cannot run here (ptrace): {why}", Kind.CANNOT_RUN)],
+            )
         else:
             res = run_model(plan, model, work)
             o = judge_exec(res, model, exps, allow_exit)
@@ -141,8 +146,13 @@ def _exec_ptrace(args: argparse.Namespace, matrix: Matrix, cpus: list[str], prog
     return EXIT_OK if all(o.status in ("pass", "skip") for o in ordered) else EXIT_FAILED
 
 
-def _write_outputs(args: argparse.Namespace, out: Path | None, outcomes: list[Any],
-                   prog: list[str], exps: list[Any]) -> None:  # fmt: skip
+def _write_outputs(
+    args: argparse.Namespace,
+    out: Path | None,
+    outcomes: list[Any],
+    prog: list[str],
+    exps: list[Any],
+) -> None:
     from ..verdict.exec_judge import write_exec_junit, write_exec_reports, write_exec_results
 
     junit = Path(args.junit) if args.junit else None
@@ -152,8 +162,9 @@ def _write_outputs(args: argparse.Namespace, out: Path | None, outcomes: list[An
         write_exec_junit(junit, outcomes, prog)
     if args.report or os.environ.get("GITHUB_STEP_SUMMARY"):
         try:
-            files = write_exec_reports(outcomes, prog, Path(args.report) if args.report else None,
-                                       exps)
+            files = write_exec_reports(
+                outcomes, prog, Path(args.report) if args.report else None, exps
+            )
         except OSError as e:
             print(f"{PROG}: warning: report not written: {e.strerror or e}", file=sys.stderr)
             return
@@ -173,8 +184,9 @@ def _print_only_sde(sde_path: str | None) -> Any:
     return PrintOnlySde(sde_path=sde_path)
 
 
-def _exec_sde(args: argparse.Namespace, matrix: Matrix, cpus: list[str], prog: list[str],
-              regions: list[Any]) -> int:  # fmt: skip
+def _exec_sde(
+    args: argparse.Namespace, matrix: Matrix, cpus: list[str], prog: list[str], regions: list[Any]
+) -> int:
     """--backend sde: the same run under SDE (--print-command: only show it)."""
     from ..backends.sde.backend import SdeBackend
     from .exec_run import sde_command, workdir
@@ -184,8 +196,7 @@ def _exec_sde(args: argparse.Namespace, matrix: Matrix, cpus: list[str], prog: l
     if absent and not args.print_command:
         raise BackendUnavailableError(absent)
     if absent:
-        print(f"{PROG} exec: {absent}: printing the commands with 'sde64' for it",
-              file=sys.stderr)  # fmt: skip
+        print(f"{PROG} exec: {absent}: printing the commands with 'sde64' for it", file=sys.stderr)
     builder: Any = _print_only_sde(args.sde_path) if absent else sde
     out = Path(args.out) if args.out else None
     work = workdir(out)
@@ -193,8 +204,11 @@ def _exec_sde(args: argparse.Namespace, matrix: Matrix, cpus: list[str], prog: l
     cmds: list[tuple[str, list[str] | None, str | None]] = []
     for cpu in cpus:
         model = matrix.models[cpu]
-        why = sde.cannot_run(model) if not absent else (
-            None if model.sde_chip else f"SDE has no chip model for {cpu}")
+        why = (
+            sde.cannot_run(model)
+            if not absent
+            else (None if model.sde_chip else f"SDE has no chip model for {cpu}")
+        )
         if why:
             if not args.allow_skip:
                 raise BackendUnavailableError(why)

@@ -183,8 +183,9 @@ class ExecPlan:
             return out
         if real not in self.images:
             self.images.append(real)
-        out += [f"site {s.kind} {s.offset:x} {s.path}" for s in self.sites([real])
-                if "\n" not in s.path]  # fmt: skip
+        out += [
+            f"site {s.kind} {s.offset:x} {s.path}" for s in self.sites([real]) if "\n" not in s.path
+        ]
         try:
             b = bounds_file(real)
             out.append(f"bounds {b.file} {b.path}")
@@ -228,8 +229,9 @@ def _serve_images(plan: ExecPlan, req: int, resp: int) -> None:
             except Exception:  # noqa: BLE001 - the tracer must get its `end`
                 lines = [f"image {path}"]
             try:
-                wf.write("".join(f"{ln}\n" for ln in lines).encode(errors="surrogateescape")
-                         + b"end\n")  # fmt: skip
+                wf.write(
+                    "".join(f"{ln}\n" for ln in lines).encode(errors="surrogateescape") + b"end\n"
+                )
                 wf.flush()
             except OSError:
                 return
@@ -250,14 +252,28 @@ def _trace_once(plan: ExecPlan, model: CpuModel, work: Path) -> tuple[TracerOutp
             if "\n" not in b.path:
                 fh.write(f"bounds {b.file} {b.path}\n")
         fh.write(f"ask {req_w} {resp_r}\n")
-    argv = [str(tracer_path()), "--profile", str(profile), "--out", str(out),
-            "--cpuid-mode", plan.cpuid_mode, "--whole", "--", plan.exe, *plan.argv[1:]]  # fmt: skip
+    argv = [
+        str(tracer_path()),
+        "--profile",
+        str(profile),
+        "--out",
+        str(out),
+        "--cpuid-mode",
+        plan.cpuid_mode,
+        "--whole",
+        "--",
+        plan.exe,
+        *plan.argv[1:],
+    ]
     server = threading.Thread(target=_serve_images, args=(plan, req_r, resp_w), daemon=True)
     try:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE if plan.stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(req_w, resp_r),
-        )  # fmt: skip
+            argv,
+            stdin=subprocess.PIPE if plan.stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(req_w, resp_r),
+        )
     finally:
         os.close(req_w)
         os.close(resp_r)
@@ -425,8 +441,9 @@ def workdir(out: Path | None) -> Path:
     return Path(tempfile.mkdtemp(prefix="sdematrix-exec-"))
 
 
-def sde_command(sde: Any, model: CpuModel, argv: Sequence[str], regions: Sequence[Region],
-                workdir: Path) -> list[str]:  # fmt: skip
+def sde_command(
+    sde: Any, model: CpuModel, argv: Sequence[str], regions: Sequence[Region], workdir: Path
+) -> list[str]:
     """The SDE command line for the same run, built by the SDE backend
     (:meth:`sdematrix.backends.sde.backend.SdeBackend.command`: chip knob, -mix,
     -omix, SSC marks, chip-check options).  Regions map as: ``marks`` keeps

@@ -340,9 +340,17 @@ def run_cells(
         if progress is not None:
             progress.start(cell)
         rec = _run_one(
-            cell, matrix.models[cell.cpu], matrix, selector, workdir, timeout, seed,
-            make_probe, expected_digest, strict,
-        )  # fmt: skip
+            cell,
+            matrix.models[cell.cpu],
+            matrix,
+            selector,
+            workdir,
+            timeout,
+            seed,
+            make_probe,
+            expected_digest,
+            strict,
+        )
         if stop.is_set():
             # finished only because we killed it: not a result
             if progress is not None:

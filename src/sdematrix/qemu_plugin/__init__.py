@@ -85,7 +85,11 @@ def _compile(what: str, target: Path, variants: list[list[str]], cc: str | None)
     for args in variants:
         try:
             proc = subprocess.run(
-                [compiler, *args, "-o", tmp], capture_output=True, text=True, timeout=120, check=False
+                [compiler, *args, "-o", tmp],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             err = f"cannot run {compiler}: {e}"

@@ -167,12 +167,14 @@ def _mix_changes(o: CellResult, n: CellResult, threshold: float, min_abs: int) -
     if ta != tb and abs(tb - ta) >= min_abs and _rel(ta, tb) > threshold:
         out.append(MixChange(o.name, "total", ta, tb))
     wa, wb = o.by_width or {}, n.by_width or {}
-    out += _counter_changes(o.name, "width", wa, wb, ("none", "xmm", "ymm", "zmm"),
-                            threshold, min_abs)  # fmt: skip
+    out += _counter_changes(
+        o.name, "width", wa, wb, ("none", "xmm", "ymm", "zmm"), threshold, min_abs
+    )
     ea = dict(o.mix.overall.encoding) if o.mix else (o.mix_summary or {}).get("by_encoding") or {}
     eb = dict(n.mix.overall.encoding) if n.mix else (n.mix_summary or {}).get("by_encoding") or {}
-    out += _counter_changes(o.name, "encoding", ea, eb, ("legacy", "vex", "evex", "other"),
-                            threshold, min_abs)  # fmt: skip
+    out += _counter_changes(
+        o.name, "encoding", ea, eb, ("legacy", "vex", "evex", "other"), threshold, min_abs
+    )
     if o.mix is not None and n.mix is not None:
         sa, sb = o.mix.overall.isa_set, n.mix.overall.isa_set
         for k in sorted(set(sb) - set(sa)):
@@ -232,8 +234,9 @@ def diff(
     """Compare two results directories (raises ResultsDirError on bad input)."""
     if not 0 <= threshold:
         raise ValueError(f"threshold must be >= 0, got {threshold}")
-    return diff_results(load_results(old_dir), load_results(new_dir),
-                        threshold=threshold, min_abs=min_abs)  # fmt: skip
+    return diff_results(
+        load_results(old_dir), load_results(new_dir), threshold=threshold, min_abs=min_abs
+    )
 
 
 def _clip(s: str, n: int = 200) -> str:

@@ -22,8 +22,7 @@ from typing import Any
 from ..errors import OutputDirError, SdeMatrixError
 from ..inputs import load_json
 
-__all__ = ["is_exec_results", "load_exec_results", "render_html", "render_markdown",
-           "step_summary"]  # fmt: skip
+__all__ = ["is_exec_results", "load_exec_results", "render_html", "render_markdown", "step_summary"]
 
 _SYMBOL = {"pass": "pass", "fail": "FAIL", "error": "ERROR", "skip": "skip"}
 
@@ -70,16 +69,19 @@ def _counts(data: dict[str, Any]) -> dict[str, int]:
 
 def _headline(data: dict[str, Any]) -> str:
     c = _counts(data)
-    return (f"sdematrix exec `{' '.join(data.get('argv') or [])}`: {len(data['models'])} "
-            f"models: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, "
-            f"{c['skip']} skipped")  # fmt: skip
+    return (
+        f"sdematrix exec `{' '.join(data.get('argv') or [])}`: {len(data['models'])} "
+        f"models: {c['pass']} passed, {c['fail']} failed, {c['error']} errors, "
+        f"{c['skip']} skipped"
+    )
 
 
 def _failing(data: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     rows = []
     for row in data["models"]:
-        for c in row.get("checks") or [{"name": "run", "status": row["status"],
-                                        "reasons": row.get("reasons", [])}]:  # fmt: skip
+        for c in row.get("checks") or [
+            {"name": "run", "status": row["status"], "reasons": row.get("reasons", [])}
+        ]:
             if c["status"] in ("fail", "error"):
                 rows.append((row["model"], c["name"], list(c.get("reasons") or [])))
     return rows
@@ -126,9 +128,11 @@ th.m,td.m{position:sticky;left:0;background:#fff}
 def render_html(data: dict[str, Any]) -> str:
     esc = html.escape
     names = _check_names(data)
-    out = ["<!doctype html><html><head><meta charset='utf-8'>",
-           f"<title>{esc(_headline(data))}</title><style>{_CSS}</style></head><body>",
-           f"<h1>{esc(_headline(data))}</h1>"]  # fmt: skip
+    out = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{esc(_headline(data))}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{esc(_headline(data))}</h1>",
+    ]
     fails = _failing(data)
     if fails:
         out.append("<div class='card' id='failures'><h2>Failures</h2><ul>")
@@ -147,20 +151,25 @@ def render_html(data: dict[str, Any]) -> str:
                 out.append("<td class='na'>n/a</td>")
             else:
                 tip = esc(" | ".join(c.get("reasons") or []))
-                out.append(f"<td class='{esc(c['status'])}' title='{tip}'>"
-                           f"{_SYMBOL.get(c['status'], esc(c['status']))}</td>")  # fmt: skip
+                out.append(
+                    f"<td class='{esc(c['status'])}' title='{tip}'>"
+                    f"{_SYMBOL.get(c['status'], esc(c['status']))}</td>"
+                )
         out.append("</tr>")
     out.append("</table></div>")
     out.append("<div class='card'><h2>Functions and the ISA sets they executed</h2>")
     for row in data["models"]:
         funcs = row.get("isa_by_function") or []
-        out.append(f"<details><summary>{esc(row['model'])}: {len(funcs)} functions beyond "
-                   "the x86-64 baseline</summary><table><tr><th>function</th><th>image</th>"
-                   "<th>ISA sets (instructions)</th></tr>")  # fmt: skip
+        out.append(
+            f"<details><summary>{esc(row['model'])}: {len(funcs)} functions beyond "
+            "the x86-64 baseline</summary><table><tr><th>function</th><th>image</th>"
+            "<th>ISA sets (instructions)</th></tr>"
+        )
         for f in funcs:
             sets = ", ".join(f"{esc(k)} {v}" for k, v in f["isa_sets"].items())
-            out.append(f"<tr><td>{esc(f['function'])}</td><td>{esc(f['image'])}</td>"
-                       f"<td>{sets}</td></tr>")  # fmt: skip
+            out.append(
+                f"<tr><td>{esc(f['function'])}</td><td>{esc(f['image'])}</td><td>{sets}</td></tr>"
+            )
         out.append("</table></details>")
     out.append("</div></body></html>\n")
     return "".join(out)

@@ -69,8 +69,12 @@ STATUS_SYMBOLS: dict[str, str] = {
     "not_run": "\u25cc",  # dotted circle
 }
 STATUS_LABEL = {
-    "pass": "pass", "fail": "FAIL", "error": "ERROR", "skip": "skip", "not_run": "not run",
-}  # fmt: skip
+    "pass": "pass",
+    "fail": "FAIL",
+    "error": "ERROR",
+    "skip": "skip",
+    "not_run": "not run",
+}
 
 MODE_DIR_SHORT = {"encrypt": "enc", "decrypt": "dec"}
 MAX_REASON = 2000  # characters of one reason (a reason is one line; this only stops a flood)
@@ -106,8 +110,12 @@ def _e(x: object) -> str:
     """HTML-escaped text; control characters (which HTML forbids in text and
     attributes) shown as ``\\xNN`` / ``\\uNNNN``."""
     s = "" if x is None else str(x)
-    s = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                     else f"\\u{ord(m.group()):04x}", s)  # fmt: skip
+    s = _CONTROL.sub(
+        lambda m: (
+            f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
+        ),
+        s,
+    )
     return escape(s)
 
 
@@ -303,10 +311,12 @@ def _header(res: RunResults) -> str:
 def _legend(paths: Iterable[str]) -> str:
     items = ['<span class="grp">path</span>']
     for p in paths:
-        items.append(f'<span><span class="sw" style="background:{path_colour(p)}"></span>'
-                     f"{_e(p)}</span>")  # fmt: skip
-    items.append(f'<span><span class="sw" style="background:{NO_PATH_COLOUR}"></span>'
-                 "none reported</span>")  # fmt: skip
+        items.append(
+            f'<span><span class="sw" style="background:{path_colour(p)}"></span>{_e(p)}</span>'
+        )
+    items.append(
+        f'<span><span class="sw" style="background:{NO_PATH_COLOUR}"></span>none reported</span>'
+    )
     items.append('<span class="grp">status</span>')
     items.append(
         f'<span class="st-pass-t">{STATUS_SYMBOLS["pass"]}</span> pass'
@@ -335,8 +345,9 @@ def _hm_cell(g: CellGroup) -> str:
             f"background:linear-gradient(135deg,{path_colour(exp)} 0 13px,transparent 13px),{bg}"
         )
     elif status == "skip" or status == "not_run":
-        style = (f"background:repeating-linear-gradient(45deg,{NO_PATH_COLOUR} 0 7px,"
-                 "#f7f9fa 7px 14px)")  # fmt: skip
+        style = (
+            f"background:repeating-linear-gradient(45deg,{NO_PATH_COLOUR} 0 7px,#f7f9fa 7px 14px)"
+        )
     # no path reported (skip / error / not run): say so, and which path was expected
     shown = " + ".join(g.paths) or STATUS_LABEL.get(status, status)
     note = f"exp. {exp}" if not path and exp else ""
@@ -440,8 +451,9 @@ def _problems(res: RunResults) -> str:
         reasons = list(dict.fromkeys(c.reasons[0] if c.reasons else c.status for c in cs))
         kinds = sorted({c.status for c in cs})
         label = " / ".join(STATUS_LABEL.get(k, k) for k in kinds)
-        shown = "; ".join(reasons[:5]) + (f"; and {len(reasons) - 5} more" if len(reasons) > 5
-                                          else "")  # fmt: skip
+        shown = "; ".join(reasons[:5]) + (
+            f"; and {len(reasons) - 5} more" if len(reasons) > 5 else ""
+        )
         items.append(
             f'<li><span class="st">{_status_text(kinds[0])}</span> <b>{_e(cpu)}</b>: '
             f"{len(cs)} cell{'s' if len(cs) != 1 else ''} {_e(label)} &mdash; "
@@ -470,15 +482,20 @@ def _metadata(res: RunResults) -> str:
         ("kernel", h.get("kernel")),
         ("python", h.get("python")),
         ("matrix", res.meta.get("matrix")),
-        ("seed / jobs / timeout",
-         f"{res.meta.get('seed', '?')} / {res.meta.get('jobs', '?')} / {res.meta.get('timeout_s', '?')} s"),
-        ("started / finished",
-         f"{res.meta.get('started_at', '?')} / {res.meta.get('finished_at', '?')}"),
+        (
+            "seed / jobs / timeout",
+            f"{res.meta.get('seed', '?')} / {res.meta.get('jobs', '?')} / {res.meta.get('timeout_s', '?')} s",
+        ),
+        (
+            "started / finished",
+            f"{res.meta.get('started_at', '?')} / {res.meta.get('finished_at', '?')}",
+        ),
         ("run duration", _fmt_s(res.duration_s)),
         ("cell time (sum)", _fmt_s(sum(c.duration_s for c in res.cells))),
-    ]  # fmt: skip
-    host = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v if v is not None else '-')}</td></tr>"
-                   for k, v in host_rows)  # fmt: skip
+    ]
+    host = "".join(
+        f"<tr><th>{_e(k)}</th><td>{_e(v if v is not None else '-')}</td></tr>" for k, v in host_rows
+    )
     brows = "".join(
         f"<tr><td><b>{_e(name)}</b></td><td>{'yes' if b.get('available') else 'no'}</td>"
         f'<td class="mono">{_e(b.get("version") or "-")}</td><td>{_e(b.get("reason") or "")}</td></tr>'
@@ -610,17 +627,25 @@ def _workload(c: CellResult) -> str:
     facts = [
         ("path", _path_tag(c.path)),
         ("expected", _path_tag(c.expected_path)),
-        ("backend", _e(f"{c.backend or '-'}" + (f" ({c.backend_version})" if c.backend_version
-                                                 else ""))),
+        (
+            "backend",
+            _e(f"{c.backend or '-'}" + (f" ({c.backend_version})" if c.backend_version else "")),
+        ),
         ("duration", _fmt_s(c.duration_s)),
-    ]  # fmt: skip
+    ]
     total = c.total_instructions
     if total is not None:
         facts.append(("instructions", f"{total:,}"))
     if c.digest and c.expected_digest:
         same = c.digest == c.expected_digest
-        facts.append(("output", "matches host reference" if same else
-                      '<b class="st-fail-t">differs from host reference</b>'))  # fmt: skip
+        facts.append(
+            (
+                "output",
+                "matches host reference"
+                if same
+                else '<b class="st-fail-t">differs from host reference</b>',
+            )
+        )
     parts.append(
         '<div class="facts">'
         + "".join(f'<span><span class="k">{k}</span> {v}</span>' for k, v in facts)
@@ -665,8 +690,10 @@ def _workload(c: CellResult) -> str:
     if c.status in ("fail", "error") and tail:
         if len(tail) > MAX_TAIL:
             tail = "\u2026" + tail[-MAX_TAIL:]
-        parts.append(f'<details><summary>last output lines</summary><pre class="tail">'
-                     f"{_e(tail)}</pre></details>")  # fmt: skip
+        parts.append(
+            f'<details><summary>last output lines</summary><pre class="tail">'
+            f"{_e(tail)}</pre></details>"
+        )
     parts.append("</div>")
     return "".join(parts)
 
@@ -702,10 +729,13 @@ def _detail(res: RunResults, g: CellGroup, full: bool = True) -> str:
         f'<div class="head"><span class="badge {_e(status)}">{_e(STATUS_LABEL.get(status, status))}'
         f'</span><h3 class="mono">{_e(g.name)}</h3><span class="sub">{_e(m.title if m else "")}'
         f"</span> {_path_tag(g.path)}"
-        + (f' <span class="sub">expected</span> {_path_tag(g.expected_path)}'
-           if g.expected_path and g.expected_path != g.path else "")
+        + (
+            f' <span class="sub">expected</span> {_path_tag(g.expected_path)}'
+            if g.expected_path and g.expected_path != g.path
+            else ""
+        )
         + '<a class="top" href="#heatmap">&uarr; heat-map</a></div>'
-    )  # fmt: skip
+    )
     cells = g.cells[:MAX_WORKLOADS]
     more = (
         f'<p class="sub">&hellip; and {len(g.cells) - MAX_WORKLOADS} more workloads '
@@ -829,10 +859,13 @@ def iter_html(res: RunResults) -> Iterator[str]:
         yield (
             '<section class="card"><h2>Report warnings</h2><ul class="warn">'
             + "".join(f"<li>{_e(w)}</li>" for w in warnings[:MAX_PROBLEMS])
-            + (_more(len(warnings) - MAX_PROBLEMS, "warnings") if len(warnings) > MAX_PROBLEMS
-               else "")
+            + (
+                _more(len(warnings) - MAX_PROBLEMS, "warnings")
+                if len(warnings) > MAX_PROBLEMS
+                else ""
+            )
             + "</ul></section>"
-        )  # fmt: skip
+        )
     yield (
         f'<footer>Generated from <span class="mono">{_e(res.directory)}</span> by '
         f"sdematrix.report {_e(__version__)} (self-contained: no scripts, no external "

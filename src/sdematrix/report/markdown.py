@@ -27,10 +27,19 @@ from ..verdict.reasons import cannot_run_why
 __all__ = ["BUDGET", "SYMBOLS", "emit_step_summary", "render_markdown", "write_markdown"]
 
 SYMBOLS: dict[str, str] = {
-    "pass": "✅", "fail": "❌", "error": "⚠️", "skip": "⏭", "not_run": "⏸",
-}  # fmt: skip
-STATUS_WORD = {"pass": "pass", "fail": "fail", "error": "error", "skip": "skip",
-               "not_run": "not run"}  # fmt: skip
+    "pass": "✅",
+    "fail": "❌",
+    "error": "⚠️",
+    "skip": "⏭",
+    "not_run": "⏸",
+}
+STATUS_WORD = {
+    "pass": "pass",
+    "fail": "fail",
+    "error": "error",
+    "skip": "skip",
+    "not_run": "not run",
+}
 MAX_REASON = 240  # characters of one reason (a reason is one line): only stops a flood
 MAX_PROBLEMS = 40
 MAX_REASONS = 20  # reasons listed per failed cell, then "N more"
@@ -197,8 +206,10 @@ def render_markdown(res: RunResults) -> str:
     if res.meta.get("interrupted"):
         info.append("**interrupted**")
     if info:
-        lines += ["<sub>" + _md(" · ".join(info)).replace("**interrupted**", "interrupted")
-                  + "</sub>", ""]  # fmt: skip
+        lines += [
+            "<sub>" + _md(" · ".join(info)).replace("**interrupted**", "interrupted") + "</sub>",
+            "",
+        ]
     lines += _table(res)
     lines.append("")
     head = "\n".join(lines)

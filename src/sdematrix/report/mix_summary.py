@@ -13,8 +13,9 @@ TOP = 10
 def _row(counter: dict[str, int], total: int, top: int = TOP) -> list[str]:
     items = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
     # count first: a C++ function name may be hundreds of characters long
-    lines = [f"    {v:>14,} {100 * v / total if total else 0:5.1f}%  {k[:160]}"
-             for k, v in items[:top]]  # fmt: skip
+    lines = [
+        f"    {v:>14,} {100 * v / total if total else 0:5.1f}%  {k[:160]}" for k, v in items[:top]
+    ]
     if len(items) > top:
         lines.append(f"    ... {len(items) - top} more (--json for all)")
     return lines
@@ -30,9 +31,11 @@ def _counts(c: MixCounts) -> dict[str, dict[str, int]]:
 
 def summary_text(mix: Mix, name: str = "") -> str:
     o = mix.overall
-    head = (f"{name or 'mix'} ({mix.source}): {o.total:,} instructions executed, "
-            f"{len(mix.images)} images, {len(mix.functions)} functions, "
-            f"{len(mix.threads)} threads")  # fmt: skip
+    head = (
+        f"{name or 'mix'} ({mix.source}): {o.total:,} instructions executed, "
+        f"{len(mix.images)} images, {len(mix.functions)} functions, "
+        f"{len(mix.threads)} threads"
+    )
     out = [head]
     for title, counter in _counts(o).items():
         out.append(f"  {title}:")
@@ -40,6 +43,7 @@ def summary_text(mix: Mix, name: str = "") -> str:
     out.append("  top images:")
     out += _row({k.rsplit("/", 1)[-1] or k: v.total for k, v in mix.images.items()}, o.total)
     out.append("  top functions:")
-    out += _row({f"{f.name} ({f.image.rsplit('/', 1)[-1]})": f.counts.total
-                 for f in mix.functions}, o.total)  # fmt: skip
+    out += _row(
+        {f"{f.name} ({f.image.rsplit('/', 1)[-1]})": f.counts.total for f in mix.functions}, o.total
+    )
     return "\n".join(out) + "\n"

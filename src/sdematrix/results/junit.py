@@ -93,9 +93,21 @@ __all__ = [
 ]
 
 _FLAGS_OF_INTEREST = (
-    "aes", "pclmulqdq", "avx", "avx2", "bmi2", "avx512f", "avx512vl", "avx512bw",
-    "avx512dq", "vaes", "vpclmulqdq", "avx10", "cpuid_fault", "gfni",
-)  # fmt: skip
+    "aes",
+    "pclmulqdq",
+    "avx",
+    "avx2",
+    "bmi2",
+    "avx512f",
+    "avx512vl",
+    "avx512bw",
+    "avx512dq",
+    "vaes",
+    "vpclmulqdq",
+    "avx10",
+    "cpuid_fault",
+    "gfni",
+)
 
 
 def prepare_out_dir(out: Path) -> None:
@@ -224,9 +236,17 @@ def _legacy_total(rec: CellRecord) -> int:
 # counts; sde: how much of the image the function blocks cover; qemu: the
 # plugin's counts), recorded per testcase as coverage.<key>.
 COVERAGE_KEYS = (
-    "cpuid_mode", "cpuid_answered", "xgetbv_emulated", "steps", "regions",
-    "distinct_addresses", "threads_stepped", "images", "truncated", "function_coverage",
-)  # fmt: skip
+    "cpuid_mode",
+    "cpuid_answered",
+    "xgetbv_emulated",
+    "steps",
+    "regions",
+    "distinct_addresses",
+    "threads_stepped",
+    "images",
+    "truncated",
+    "function_coverage",
+)
 
 
 def _coverage_properties(rec: CellRecord) -> dict[str, str]:
@@ -290,8 +310,13 @@ def case_element(c: JUnitCase) -> ET.Element:
     elif c.status == "error":
         case.append(_el("error", {"type": "sdematrix.error", "message": c.message}, c.text))
     elif c.status == "skip":
-        case.append(_el("skipped", {"type": "skipped", "message": c.message},
-                        c.text if c.skip_text else None))  # fmt: skip
+        case.append(
+            _el(
+                "skipped",
+                {"type": "skipped", "message": c.message},
+                c.text if c.skip_text else None,
+            )
+        )
     if c.stdout:
         case.append(_el("system-out", None, c.stdout))
     return case
@@ -305,11 +330,17 @@ def run_case(rec: CellRecord) -> JUnitCase:
     if o.output_tail:
         text += "\n\n" + o.output_tail
     return JUnitCase(
-        suite=c.cpu, name=c.name, classname=f"sdematrix.{c.cpu}", status=o.status,
-        message=o.message, text=text, skip_text=len(o.reasons) > 1, duration_s=o.duration_s,
+        suite=c.cpu,
+        name=c.name,
+        classname=f"sdematrix.{c.cpu}",
+        status=o.status,
+        message=o.message,
+        text=text,
+        skip_text=len(o.reasons) > 1,
+        duration_s=o.duration_s,
         properties=_case_properties(rec),
         stdout=mix_summary_text(rec.result.mix if rec.result else None),
-    )  # fmt: skip
+    )
 
 
 def testcase_element(rec: CellRecord) -> ET.Element:
@@ -397,23 +428,28 @@ class JUnitDoc:
             head = ET.tostring(suite, encoding="unicode")
             # "<testsuite .../>" -> open tag
             parts.append("  " + head[:-2].rstrip() + ">\n")
-            props = _properties({
-                **self.suite_properties.get(cpu, {"cpu": cpu}),
-                "sdematrix_version": __version__,
-            })  # fmt: skip
+            props = _properties(
+                {
+                    **self.suite_properties.get(cpu, {"cpu": cpu}),
+                    "sdematrix_version": __version__,
+                }
+            )
             ET.indent(props, space="  ", level=2)
             parts.append("    " + ET.tostring(props, encoding="unicode") + "\n")
             parts.extend(frag for _i, frag in sorted(self._cases.get(cpu, [])))
             parts.append("  </testsuite>\n")
         elapsed = sum(self._time.values())
         root = ET.tostring(
-            _el("testsuites", {
-                **{k: str(v) for k, v in totals.items()},
-                "time": f"{elapsed:.3f}",
-                "name": "sdematrix",
-            }),
+            _el(
+                "testsuites",
+                {
+                    **{k: str(v) for k, v in totals.items()},
+                    "time": f"{elapsed:.3f}",
+                    "name": "sdematrix",
+                },
+            ),
             encoding="unicode",
-        )  # fmt: skip
+        )
         return (
             '<?xml version="1.0" ?>\n'
             + root[:-2].rstrip()

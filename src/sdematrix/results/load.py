@@ -412,8 +412,12 @@ def _cell_from_json(d: dict[str, Any], root: Path, files: dict[str, Any] | None)
 
 
 def _not_run_cell(name: str) -> CellResult:
-    return CellResult(cell=cell_of_name(name), name=name, status="not_run",  # type: ignore[arg-type]
-                      reasons=["not run: the run was interrupted first"])  # fmt: skip
+    return CellResult(
+        cell=cell_of_name(name),
+        name=name,
+        status="not_run",  # type: ignore[arg-type]
+        reasons=["not run: the run was interrupted first"],
+    )
 
 
 def _rebuild_from_cells(root: Path, warnings: list[str]) -> list[CellResult]:
@@ -456,8 +460,9 @@ def load_results(directory: str | Path) -> RunResults:
             f"{root} is not an sdematrix results directory (no results.json; "
             "make one with 'sdematrix run --out DIR')"
         )
-    text = read_text_input(results_file, what="results.json", limit=MAX_JSON_BYTES,
-                           error=ResultsDirError)  # fmt: skip
+    text = read_text_input(
+        results_file, what="results.json", limit=MAX_JSON_BYTES, error=ResultsDirError
+    )
     try:
         data = decode_json(text)
     except JsonProblem as e:

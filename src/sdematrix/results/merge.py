@@ -37,12 +37,15 @@ def junit_suites(path: Path) -> list[ET.Element]:
     elif root.tag == "testsuites":
         suites = list(root.iter("testsuite"))
     else:
-        raise MatrixFileError(f"merge-junit: {path}: root element <{_shown(root.tag)}> is not JUnit")
+        raise MatrixFileError(
+            f"merge-junit: {path}: root element <{_shown(root.tag)}> is not JUnit"
+        )
     for s in suites:  # the counts merge_junit sums: checked here, with the file
         for k in _COUNTS:
             if _count(s.get(k)) is None:
-                raise MatrixFileError(f"merge-junit: {path}: <testsuite {k}=\"{_shown(s.get(k))}\">"
-                                      " is not a count")  # fmt: skip
+                raise MatrixFileError(
+                    f'merge-junit: {path}: <testsuite {k}="{_shown(s.get(k))}"> is not a count'
+                )
     return suites
 
 
@@ -156,8 +159,12 @@ def merge_results(dirs: list[Path], dest: Path) -> dict[str, Any]:
             if isinstance(cell, dict):
                 files = cell.get("files")
                 if isinstance(files, dict):
-                    cell = {**cell, "files": {k: str(rel / v) if isinstance(v, str) else v
-                                              for k, v in files.items()}}  # fmt: skip
+                    cell = {
+                        **cell,
+                        "files": {
+                            k: str(rel / v) if isinstance(v, str) else v for k, v in files.items()
+                        },
+                    }
                 cells.append(cell)
         models.update(_dict(data.get("models")))
         for name, b in _dict(data.get("backends")).items():

@@ -125,8 +125,13 @@ def outcome_from_json(d: dict[str, Any]) -> dict[str, Any]:
     reasons = d.get("reasons") or []
     texts = [str(r) for r in reasons] if isinstance(reasons, list) else [str(reasons)]
     kinds = d.get("reason_kinds")
-    cell = Cell(cpu, mode, direction, as_int(d.get("key_bits", kb)),  # type: ignore[arg-type]
-                as_int(d.get("length", ln)))  # type: ignore[arg-type]  # fmt: skip
+    cell = Cell(
+        cpu,
+        mode,
+        direction,
+        as_int(d.get("key_bits", kb)),  # type: ignore[arg-type]
+        as_int(d.get("length", ln)),
+    )  # type: ignore[arg-type]
     return {
         "name": name,
         "cell": cell,

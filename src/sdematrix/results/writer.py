@@ -128,13 +128,15 @@ class ResultsWriter:
                     }
             atomic_write(
                 self.out / "cells" / f"{name}.json",
-                _dumps({
-                    "outcome": rec.outcome.to_json(),
-                    "probe": rec.result.probe if rec.result else None,
-                    "run": run,
-                    "mix_summary": summary,
-                }),
-            )  # fmt: skip
+                _dumps(
+                    {
+                        "outcome": rec.outcome.to_json(),
+                        "probe": rec.result.probe if rec.result else None,
+                        "run": run,
+                        "mix_summary": summary,
+                    }
+                ),
+            )
         except OSError as e:
             raise OutputDirError(
                 f"cannot write results under {self.out}: {e.strerror or e}"
@@ -261,8 +263,9 @@ def write_results(
     """Write results.json, cells/*.json, mix/*.mix.json and junit.xml under
     `out` for a finished `report` in one go (``sdematrix run`` writes them
     as the cells finish: :class:`ResultsWriter`)."""
-    w = ResultsWriter(out, report, junit_path=out / junit_name, keep_work=keep_work,
-                      flush_interval=float("inf"))  # fmt: skip
+    w = ResultsWriter(
+        out, report, junit_path=out / junit_name, keep_work=keep_work, flush_interval=float("inf")
+    )
     w.begin()
     for rec in report.records:
         w.add(rec)

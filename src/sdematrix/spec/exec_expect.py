@@ -79,14 +79,22 @@ def _schema() -> dict[str, Any]:
     return loaded
 
 
-def _check_name(value: str, vocab: frozenset[str], what: str, aliases: dict[str, str] | None = None,
-                *, glob: bool = True) -> str | None:  # fmt: skip
+def _check_name(
+    value: str,
+    vocab: frozenset[str],
+    what: str,
+    aliases: dict[str, str] | None = None,
+    *,
+    glob: bool = True,
+) -> str | None:
     """Why `value` names nothing in `vocab` (None: it does).  A glob must
     match at least one name."""
     if glob and _GLOB & set(value):
         if any(fnmatch.fnmatchcase(v, value) for v in vocab):
             return None
-        return f"{what} pattern {value!r} matches no {what}" + isa_names.suggest(value, vocab, aliases)
+        return f"{what} pattern {value!r} matches no {what}" + isa_names.suggest(
+            value, vocab, aliases
+        )
     if value in vocab:
         return None
     return f"unknown {what} {value!r}" + isa_names.suggest(value, vocab, aliases)
@@ -100,8 +108,15 @@ def _name_errors(e: dict[str, Any], matrix: Matrix | None) -> list[tuple[list[st
         for j, f in enumerate(e.get(key, ())):
             why = _check_name(f, feats, "feature", glob=False)
             if why:
-                out.append(([key, j], (f"{key}: {why} (iced-x86 CpuidFeature names, "
-                                      "as `sdematrix explain MODEL --features` lists them)")))
+                out.append(
+                    (
+                        [key, j],
+                        (
+                            f"{key}: {why} (iced-x86 CpuidFeature names, "
+                            "as `sdematrix explain MODEL --features` lists them)"
+                        ),
+                    )
+                )
     if matrix is not None:
         names = frozenset(matrix.models)
         aliases = {m.title.lower(): n for n, m in matrix.models.items()}
@@ -109,16 +124,27 @@ def _name_errors(e: dict[str, Any], matrix: Matrix | None) -> list[tuple[list[st
             why = _check_name(m, names, "model", aliases)
             if why:
                 out.append((["models", j], f"models: {why}"))
-    vocab = {"isa_set": isa_names.isa_sets(), "isa_ext": isa_names.isa_exts(),
-             "mnemonic": isa_names.mnemonics(), "encoding": frozenset(isa_names.ENCODINGS),
-             "width": frozenset(isa_names.WIDTHS)}  # fmt: skip
+    vocab = {
+        "isa_set": isa_names.isa_sets(),
+        "isa_ext": isa_names.isa_exts(),
+        "mnemonic": isa_names.mnemonics(),
+        "encoding": frozenset(isa_names.ENCODINGS),
+        "width": frozenset(isa_names.WIDTHS),
+    }
     for kind in ("require", "forbid"):
         for j, sel in enumerate(e.get(kind, ())):
             for field, value in sel.items():
                 path: list[str | int] = [kind, j, field]
                 if field == "category":
-                    out.append((path, (f"{kind}: category selectors match only SDE mixes; "
-                                      "exec's mixes have isa_set / isa_ext, not categories")))
+                    out.append(
+                        (
+                            path,
+                            (
+                                f"{kind}: category selectors match only SDE mixes; "
+                                "exec's mixes have isa_set / isa_ext, not categories"
+                            ),
+                        )
+                    )
                     continue
                 text = str(value).upper() if field == "mnemonic" else str(value)
                 why = _check_name(text, vocab[field], field.replace("_", " "))
@@ -152,7 +178,8 @@ def load_expectations(path: str | Path, matrix: Matrix | None = None) -> list[Ex
         scope = e.get("scope", {})
         out.append(
             Expectation(
-                name=e.get("name") or f"expectations[{i}] (line {node_line(find_node(root, ['expectations', i]))})",
+                name=e.get("name")
+                or f"expectations[{i}] (line {node_line(find_node(root, ['expectations', i]))})",
                 models=tuple(e.get("models", ())),
                 has=tuple(e.get("has", ())),
                 lacks=tuple(e.get("lacks", ())),
@@ -204,7 +231,9 @@ def applied(model: CpuModel, exps: list[Expectation]) -> list[Expectation]:
 def _scope_matched(mix: Mix, exp: Expectation) -> bool:
     if exp.image is None and exp.function is None:
         return True
-    return any(_match(exp.image, fm.image) and _match(exp.function, fm.name) for fm in mix.functions)
+    return any(
+        _match(exp.image, fm.image) and _match(exp.function, fm.name) for fm in mix.functions
+    )
 
 
 def judge_expectations(mix: Mix | None, model: CpuModel, exps: list[Expectation]) -> list[str]:
@@ -218,24 +247,34 @@ def judge_expectations(mix: Mix | None, model: CpuModel, exps: list[Expectation]
         counts = scoped_counts(mix, exp.image, exp.function)
         where = exp.scope_text()
         if exp.require and not _scope_matched(mix, exp):
-            reasons.append(Reason(
-                f"{exp.name}: required {', '.join(s.describe() for s in exp.require)}{where}, "
-                f"but the scope matched nothing: no function of the {mix.meta.get('region', 'run')}"
-                " mix is in it", Kind.EXPECTATION,
-            ))
+            reasons.append(
+                Reason(
+                    f"{exp.name}: required {', '.join(s.describe() for s in exp.require)}{where}, "
+                    f"but the scope matched nothing: no function of the {mix.meta.get('region', 'run')}"
+                    " mix is in it",
+                    Kind.EXPECTATION,
+                )
+            )
             continue
         for sel in exp.require:
             if sel.count(counts) == 0:
-                reasons.append(Reason(f"{exp.name}: required but not executed{where}: "
-                                      f"{sel.describe()} (the selector matched none of the "
-                                      f"scope's {counts.total} instructions)",
-                                      Kind.EXPECTATION))  # fmt: skip
+                reasons.append(
+                    Reason(
+                        f"{exp.name}: required but not executed{where}: "
+                        f"{sel.describe()} (the selector matched none of the "
+                        f"scope's {counts.total} instructions)",
+                        Kind.EXPECTATION,
+                    )
+                )
         for sel in exp.forbid:
             n = sel.count(counts)
             if n:
                 detail = _offenders(mix, sel, exp)
-                reasons.append(Reason(
-                    f"{exp.name}: forbidden but executed {n}x{where}: {sel.describe()}"
-                    + (f" -- {detail}" if detail else ""), Kind.EXPECTATION,
-                ))
+                reasons.append(
+                    Reason(
+                        f"{exp.name}: forbidden but executed {n}x{where}: {sel.describe()}"
+                        + (f" -- {detail}" if detail else ""),
+                        Kind.EXPECTATION,
+                    )
+                )
     return reasons

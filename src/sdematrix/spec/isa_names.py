@@ -52,10 +52,18 @@ __all__ = [
 ENCODINGS = ("legacy", "vex", "evex", "other")
 WIDTHS = ("none", "xmm", "ymm", "zmm")
 # widths an encoding can report (decode._width): legacy code has no ymm/zmm
-_ENC_WIDTHS = {"legacy": ("none", "xmm"), "vex": ("none", "xmm", "ymm"),
-               "evex": WIDTHS, "other": ("none",)}  # fmt: skip
-_EXTRA_GROUPS = {("LONGMODE", "LONGMODE"), ("AVX2GATHER", "AVX2GATHER"),
-                 ("INVALID", "INVALID"), ("OTHER", "OTHER")}  # fmt: skip
+_ENC_WIDTHS = {
+    "legacy": ("none", "xmm"),
+    "vex": ("none", "xmm", "ymm"),
+    "evex": WIDTHS,
+    "other": ("none",),
+}
+_EXTRA_GROUPS = {
+    ("LONGMODE", "LONGMODE"),
+    ("AVX2GATHER", "AVX2GATHER"),
+    ("INVALID", "INVALID"),
+    ("OTHER", "OTHER"),
+}
 
 # XCR0 state components (Intel SDM vol. 1, 13.1 "XSAVE-supported features
 # and state-component bitmaps"): bit 1 SSE, 2 AVX (upper YMM), 3-4 MPX
@@ -94,8 +102,11 @@ def feature_names() -> frozenset[str]:
 
 @cache
 def mnemonics() -> frozenset[str]:
-    return frozenset(k.upper() for k, v in vars(iced.Mnemonic).items()
-                     if not k.startswith("_") and isinstance(v, int))  # fmt: skip
+    return frozenset(
+        k.upper()
+        for k, v in vars(iced.Mnemonic).items()
+        if not k.startswith("_") and isinstance(v, int)
+    )
 
 
 @dataclass(frozen=True)
@@ -144,8 +155,17 @@ def model_isa_sets(model: CpuModel) -> list[str]:
     for f in _forms():
         if f.isa_set in ok or not all(x in usable or "_OR_" in x for x in f.features):
             continue
-        insn = Insn(address=0, length=1, mnemonic="", encoding=f.encoding, width=f.width,
-                    isa_set=f.isa_set, isa_ext=f.isa_ext, features=f.features, text="")  # fmt: skip
+        insn = Insn(
+            address=0,
+            length=1,
+            mnemonic="",
+            encoding=f.encoding,
+            width=f.width,
+            isa_set=f.isa_set,
+            isa_ext=f.isa_ext,
+            features=f.features,
+            text="",
+        )
         if chip_check(insn, model) is None:
             ok.add(f.isa_set)
     if "AVX2" in ok:
@@ -158,7 +178,7 @@ def _squash(s: str) -> str:
 
 
 def suggest(word: str, vocabulary: Iterable[str], aliases: dict[str, str] | None = None) -> str:
-    """ ``; did you mean X?`` for a misspelt `word` (case, dashes and
+    """``; did you mean X?`` for a misspelt `word` (case, dashes and
     underscores ignored first, then difflib), or '' when nothing is close.
     `aliases` maps other spellings (lower case, e.g. a model's title) to a
     vocabulary name."""

@@ -27,7 +27,13 @@ __all__ = ["load_matrix_cached"]
 
 _PKG = Path(__file__).resolve().parent.parent
 # the modules and data the built Matrix depends on
-_BUILDERS = ("spec/matrix_file.py", "spec/models.py", "evidence/mix.py", "spec/matrix_cache.py", "inputs.py")
+_BUILDERS = (
+    "spec/matrix_file.py",
+    "spec/models.py",
+    "evidence/mix.py",
+    "spec/matrix_cache.py",
+    "inputs.py",
+)
 
 
 @cache

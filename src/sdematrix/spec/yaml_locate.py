@@ -124,8 +124,10 @@ def control_message(err: jsonschema.ValidationError) -> str | None:
     bad = next((c for c in err.instance if not c.isprintable() or c in "\r\n\t"), None)
     if bad is None:
         return None
-    return (f"'{shown(err.instance)}' contains control character U+{ord(bad):04X} "
-            "(names, titles and keys are printable text)")  # fmt: skip
+    return (
+        f"'{shown(err.instance)}' contains control character U+{ord(bad):04X} "
+        "(names, titles and keys are printable text)"
+    )
 
 
 def locate_schema_error(err: jsonschema.ValidationError, root: yaml.Node) -> tuple[int, str, str]:
@@ -133,7 +135,11 @@ def locate_schema_error(err: jsonschema.ValidationError, root: yaml.Node) -> tup
     message = control_message(err) or err.message
     if "propertyNames" in err.schema_path and isinstance(err.instance, str):
         node = find_node(root, [*path, err.instance], key=True)
-        return node_line(node), dotted_path(path), f"key '{shown(err.instance)}' is not allowed: {message}"
+        return (
+            node_line(node),
+            dotted_path(path),
+            f"key '{shown(err.instance)}' is not allowed: {message}",
+        )
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         allowed = set(err.schema.get("properties", {}))
         patterns = list(err.schema.get("patternProperties", {}))
@@ -148,5 +154,3 @@ def locate_schema_error(err: jsonschema.ValidationError, root: yaml.Node) -> tup
             return node_line(node), dotted_path(path), f"unknown key '{shown(extra[0])}'{hint}"
     node = find_node(root, path)
     return node_line(node), dotted_path(path), message
-
-

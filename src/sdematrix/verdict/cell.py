@@ -175,15 +175,19 @@ def judge(
         return out
     if expected is None:
         out.status = "error"
-        out.reasons = [Reason(
-            f"the matrix states no expected path for ({cell.cpu}, {cell.mode}, {cell.direction})",
-            Kind.MATRIX,
-        )]
+        out.reasons = [
+            Reason(
+                f"the matrix states no expected path for ({cell.cpu}, {cell.mode}, {cell.direction})",
+                Kind.MATRIX,
+            )
+        ]
         return out
     if result.probe is None and not result.violations:
         out.status = "error"
         code = result.exit_code
-        out.reasons = [Reason(f"no probe JSON in the output (exit code {code})", Kind.BACKEND_ERROR)]
+        out.reasons = [
+            Reason(f"no probe JSON in the output (exit code {code})", Kind.BACKEND_ERROR)
+        ]
         out.output_tail = _last_output(result)
         return out
     empty = _empty_region(result, matrix, expected)
@@ -201,17 +205,22 @@ def judge(
         status = probe.get("status")
         if status != "ok":
             msg = probe.get("message")
-            reasons.append(Reason(
-                f"probe status {status!r}" + (f": {one_line(str(msg), 200)}" if msg else ""),
-                Kind.ANSWER,
-            ))
+            reasons.append(
+                Reason(
+                    f"probe status {status!r}" + (f": {one_line(str(msg), 200)}" if msg else ""),
+                    Kind.ANSWER,
+                )
+            )
         if out.path != expected:
             reasons.append(Reason(f"path: expected {expected}, got {out.path}", Kind.DISPATCH))
         reasons.extend(Reason(d, Kind.DISPATCH) for d in cpuid_differences(probe, model))
     else:
-        reasons.append(Reason(
-            "the probe did not finish (stopped by the chip check), so no path/digest", Kind.ANSWER
-        ))
+        reasons.append(
+            Reason(
+                "the probe did not finish (stopped by the chip check), so no path/digest",
+                Kind.ANSWER,
+            )
+        )
 
     sig = matrix.signatures.get(expected)
     mix = result.mix
@@ -233,19 +242,23 @@ def judge(
         for sel in required_selectors(sig, cell.mode, cell.direction):
             if sel.count(counts) == 0:
                 missing_required = True
-                reasons.append(Reason(
-                    f"required by path {expected} but not executed{where}: {sel.describe()}",
-                    Kind.MIX,
-                ))
+                reasons.append(
+                    Reason(
+                        f"required by path {expected} but not executed{where}: {sel.describe()}",
+                        Kind.MIX,
+                    )
+                )
         for sel in sig.forbid:
             n = sel.count(counts)
             if n > 0:
                 detail = _forbidden_detail(mix, sel, sig.scope)
-                reasons.append(Reason(
-                    f"forbidden for path {expected} but executed {n}x{where}: {sel.describe()}"
-                    + (f" -- {detail}" if detail else ""),
-                    Kind.MIX,
-                ))
+                reasons.append(
+                    Reason(
+                        f"forbidden for path {expected} but executed {n}x{where}: {sel.describe()}"
+                        + (f" -- {detail}" if detail else ""),
+                        Kind.MIX,
+                    )
+                )
 
         # When the path is wrong or its signature unmet, say what ran instead:
         # the top vector/crypto instructions in the signature's scope, by
@@ -256,11 +269,15 @@ def judge(
             seen = top_offenders(mix, Selector(width="[xyz]mm"), sig.scope, limit=5)
             if seen:
                 cause = "path" if wrong_path else f"required by path {expected}"
-                reasons.append(Reason(
-                    f"{cause}: seen instead (top vector/crypto instructions{where}): "
-                    + "; ".join(f"{format_form(form)} x{n} in {fn}" for fn, _img, form, n in seen),
-                    Kind.DISPATCH if wrong_path else Kind.MIX,
-                ))
+                reasons.append(
+                    Reason(
+                        f"{cause}: seen instead (top vector/crypto instructions{where}): "
+                        + "; ".join(
+                            f"{format_form(form)} x{n} in {fn}" for fn, _img, form, n in seen
+                        ),
+                        Kind.DISPATCH if wrong_path else Kind.MIX,
+                    )
+                )
 
     for v in result.violations:
         reasons.append(

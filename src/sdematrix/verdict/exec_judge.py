@@ -70,8 +70,12 @@ class Check(Verdict):
     reasons: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "reasons": self.reasons,
-                "reason_kinds": kinds_of(self.reasons)}  # fmt: skip
+        return {
+            "name": self.name,
+            "status": self.status,
+            "reasons": self.reasons,
+            "reason_kinds": kinds_of(self.reasons),
+        }
 
 
 @dataclass
@@ -97,22 +101,28 @@ def judge_exec(
     elif res.meta.get("truncated"):
         broken = Reason("a stepped region exceeded the step limit", Kind.BACKEND_ERROR)
     elif res.region != "whole" and res.meta.get("regions", 0) == 0:
-        broken = Reason(f"empty region: {res.region} never entered (no evidence is not a pass)",
-                        Kind.MIX)  # fmt: skip
+        broken = Reason(
+            f"empty region: {res.region} never entered (no evidence is not a pass)", Kind.MIX
+        )
     applicable = [e for e in exps if e.applies_to(model)]
     if broken is not None:
         out.status, out.reasons = "error", [broken]
         out.checks = [Check(RUN_CHECK, "error", [broken])]
-        out.checks += [Check(e.name, "error", [Reason("not judged: the run broke", Kind.EXPECTATION)])
-                       for e in applicable]  # fmt: skip
+        out.checks += [
+            Check(e.name, "error", [Reason("not judged: the run broke", Kind.EXPECTATION)])
+            for e in applicable
+        ]
         return out
     run_reasons: list[str] = []  # Reason each
     code = res.exit_code
     if code is not None and code != 0 and code not in allow_exit:
-        run_reasons.append(Reason(f"program exit status {code}" + (" (signal)" if code > 128 else ""),
-                                  Kind.EXIT))  # fmt: skip
+        run_reasons.append(
+            Reason(f"program exit status {code}" + (" (signal)" if code > 128 else ""), Kind.EXIT)
+        )
     for v in res.violations:
-        run_reasons.append(Reason(f"chip check ({model.name}): {one_line(v.describe())}", Kind.CHIP))
+        run_reasons.append(
+            Reason(f"chip check ({model.name}): {one_line(v.describe())}", Kind.CHIP)
+        )
     out.checks = [Check(RUN_CHECK, "fail" if run_reasons else "pass", run_reasons)]
     reasons = list(run_reasons)
     for e in applicable:
@@ -141,9 +151,11 @@ def summary_line(o: ExecOutcome) -> str:
     shown = 20
     distinct = r.meta.get("distinct_instructions", 0)
     chip = "chip check clean" if not r.violations else f"chip check: {len(r.violations)} violations"
-    line = (f"{o.model:<8} {o.status.upper():<5} exit {r.exit_code}  {chip} "
-            f"({distinct} distinct instructions, {r.meta.get('traps', 0)} traps, "
-            f"{r.duration_s:.1f} s)  region {r.region}")  # fmt: skip
+    line = (
+        f"{o.model:<8} {o.status.upper():<5} exit {r.exit_code}  {chip} "
+        f"({distinct} distinct instructions, {r.meta.get('traps', 0)} traps, "
+        f"{r.duration_s:.1f} s)  region {r.region}"
+    )
     if "expectations_applied" in r.meta:
         line += f"  {r.meta['expectations_applied']} of {r.meta['expectations_total']} expectations applied"
     line += _host_lacks_line(r)
@@ -170,23 +182,32 @@ def _cases(o: ExecOutcome, argv: list[str]) -> list[JUnitCase]:
     out = []
     for i, check in enumerate(o.all_checks()):
         first = i == 0
-        out.append(JUnitCase(
-            suite=o.model, name=f"{o.model}: {check.name}"[:200],
-            classname=f"sdematrix.exec.{o.model}", status=check.status,
-            message=check.message, text="\n".join(check.reasons),
-            duration_s=r.duration_s if r and first else 0.0,
-            properties=props if first else {},
-            stdout=(f"program: {' '.join(argv)}\n" + mix_summary_text(r.mix if r else None))
-            if first else "",
-        ))  # fmt: skip
+        out.append(
+            JUnitCase(
+                suite=o.model,
+                name=f"{o.model}: {check.name}"[:200],
+                classname=f"sdematrix.exec.{o.model}",
+                status=check.status,
+                message=check.message,
+                text="\n".join(check.reasons),
+                duration_s=r.duration_s if r and first else 0.0,
+                properties=props if first else {},
+                stdout=(f"program: {' '.join(argv)}\n" + mix_summary_text(r.mix if r else None))
+                if first
+                else "",
+            )
+        )
     return out
 
 
 def junit_string(outcomes: list[ExecOutcome], argv: list[str]) -> str:
     """The JUnit document (the writer `sdematrix run` uses: :class:`JUnitDoc`)."""
     models = [o.model for o in outcomes]
-    doc = JUnitDoc(models, {m: {"cpu": m} for m in models},
-                   _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))  # fmt: skip
+    doc = JUnitDoc(
+        models,
+        {m: {"cpu": m} for m in models},
+        _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    )
     for o in outcomes:
         for i, case in enumerate(_cases(o, argv)):
             doc.add_case(case, i)
@@ -204,8 +225,14 @@ def _violation_json(o: ExecOutcome) -> list[dict[str, Any]]:
     if o.result is None:
         return []
     return [
-        {"reason": v.reason, "address": v.address, "function": v.function, "image": v.image,
-         "mnemonic": v.mnemonic, "bytes_hex": v.bytes_hex}
+        {
+            "reason": v.reason,
+            "address": v.address,
+            "function": v.function,
+            "image": v.image,
+            "mnemonic": v.mnemonic,
+            "bytes_hex": v.bytes_hex,
+        }
         for v in o.result.violations
     ]
 
@@ -227,15 +254,25 @@ def isa_by_function(mix: Mix | None, limit: int = 40) -> list[dict[str, Any]]:
     for fm in mix.functions:
         sets = {k: int(v) for k, v in fm.counts.isa_set.most_common() if not _BASELINE.match(k)}
         if sets:
-            rows.append({"image": fm.image.rsplit("/", 1)[-1], "function": fm.name,
-                         "isa_sets": sets, "total": fm.counts.total})  # fmt: skip
+            rows.append(
+                {
+                    "image": fm.image.rsplit("/", 1)[-1],
+                    "function": fm.name,
+                    "isa_sets": sets,
+                    "total": fm.counts.total,
+                }
+            )
     rows.sort(key=lambda r: (-sum(r["isa_sets"].values()), r["function"]))
     return rows[:limit]
 
 
-def write_exec_results(out: Path, outcomes: list[ExecOutcome], argv: list[str],
-                       exps: list[Any] | None = None,
-                       junit_path: Path | None = None) -> None:  # fmt: skip
+def write_exec_results(
+    out: Path,
+    outcomes: list[ExecOutcome],
+    argv: list[str],
+    exps: list[Any] | None = None,
+    junit_path: Path | None = None,
+) -> None:
     """OUT/<model>/{stdout,stderr,mix.json}, OUT/results.json, OUT/junit.xml
     (written once, at `junit_path` when given -- ``--junit`` -- and linked
     as OUT/junit.xml), each file by rename."""
@@ -252,40 +289,55 @@ def write_exec_results(out: Path, outcomes: list[ExecOutcome], argv: list[str],
                     # one line: json's C encoder (indent= takes the pure-Python
                     # one, seconds for a whole-process mix)
                     atomic_write(d / "mix.json", json.dumps(r.mix.to_json()) + "\n")
-            rows.append({
-                "model": o.model, "status": o.status, "reasons": o.reasons,
-                "reason_kinds": kinds_of(o.reasons),
-                "exit_code": r.exit_code if r else None,
-                "region": r.region if r else None,
-                "meta": r.meta if r else {},
-                "violations": _violation_json(o),
-                "mix_summary": mix_summary(r.mix if r else None),
-                "checks": [c.to_json() for c in o.all_checks()],
-                "isa_by_function": isa_by_function(r.mix if r else None),
-            })  # fmt: skip
+            rows.append(
+                {
+                    "model": o.model,
+                    "status": o.status,
+                    "reasons": o.reasons,
+                    "reason_kinds": kinds_of(o.reasons),
+                    "exit_code": r.exit_code if r else None,
+                    "region": r.region if r else None,
+                    "meta": r.meta if r else {},
+                    "violations": _violation_json(o),
+                    "mix_summary": mix_summary(r.mix if r else None),
+                    "checks": [c.to_json() for c in o.all_checks()],
+                    "isa_by_function": isa_by_function(r.mix if r else None),
+                }
+            )
         # JUnit first: results.json is what says the run is complete
         junit = junit_path or out / "junit.xml"
         write_exec_junit(junit, outcomes, argv)
         link_file(junit, out / "junit.xml")
-        atomic_write(out / "results.json",
-                     json.dumps(results_json(outcomes, argv, exps, rows), indent=1) + "\n")  # fmt: skip
+        atomic_write(
+            out / "results.json",
+            json.dumps(results_json(outcomes, argv, exps, rows), indent=1) + "\n",
+        )
     except OSError as e:
         raise OutputDirError(f"cannot write results under {out}: {e.strerror or e}") from None
 
 
-def results_json(outcomes: list[ExecOutcome], argv: list[str], exps: list[Any] | None,
-                 rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:  # fmt: skip
+def results_json(
+    outcomes: list[ExecOutcome],
+    argv: list[str],
+    exps: list[Any] | None,
+    rows: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """The exec results document (rows: the per-model rows, else built here
     without the file-only parts)."""
     if rows is None:
-        rows = [{
-            "model": o.model, "status": o.status, "reasons": o.reasons,
-            "reason_kinds": kinds_of(o.reasons),
-            "exit_code": o.result.exit_code if o.result else None,
-            "region": o.result.region if o.result else None,
-            "checks": [c.to_json() for c in o.all_checks()],
-            "isa_by_function": isa_by_function(o.result.mix if o.result else None),
-        } for o in outcomes]  # fmt: skip
+        rows = [
+            {
+                "model": o.model,
+                "status": o.status,
+                "reasons": o.reasons,
+                "reason_kinds": kinds_of(o.reasons),
+                "exit_code": o.result.exit_code if o.result else None,
+                "region": o.result.region if o.result else None,
+                "checks": [c.to_json() for c in o.all_checks()],
+                "isa_by_function": isa_by_function(o.result.mix if o.result else None),
+            }
+            for o in outcomes
+        ]
     return {
         "tool": {"name": EXEC_TOOL, "version": __version__},
         "argv": argv,
@@ -294,8 +346,12 @@ def results_json(outcomes: list[ExecOutcome], argv: list[str], exps: list[Any] |
     }
 
 
-def write_exec_reports(outcomes: list[ExecOutcome], argv: list[str],
-                       report_dir: Path | None, exps: list[Any] | None = None) -> list[Path]:  # fmt: skip
+def write_exec_reports(
+    outcomes: list[ExecOutcome],
+    argv: list[str],
+    report_dir: Path | None,
+    exps: list[Any] | None = None,
+) -> list[Path]:
     """report.html + summary.md into `report_dir` (when given) and the
     markdown onto $GITHUB_STEP_SUMMARY (when set); returns the files written."""
     from ..report.exec_html import render_html, render_markdown, step_summary

@@ -29,7 +29,9 @@ CANNOT_RUN = "cannot run here: "
 class Kind(StrEnum):
     """Which rule a reason reports broken (its value is what results.json stores)."""
 
-    CANNOT_RUN = "cannot-run-here"  # no backend can present the model here (skip / named-cell error)
+    CANNOT_RUN = (
+        "cannot-run-here"  # no backend can present the model here (skip / named-cell error)
+    )
     HOST_LIMIT = "host-limit"  # a backend unusable for what this host lacks (doctor: not broken)
     BACKEND_ERROR = "backend-error"  # the run (or a backend's self-test) broke: the tool is broken
     MATRIX = "matrix"  # the matrix states no expected path for the cell
@@ -74,15 +76,18 @@ def kinds_of(reasons: Iterable[str]) -> list[str]:
     return [r.kind.value if isinstance(r, Reason) else "" for r in reasons]
 
 
-def reasons_from_json(texts: Sequence[str], kinds: Sequence[str] | None,
-                      status: str) -> list[str]:  # fmt: skip
+def reasons_from_json(texts: Sequence[str], kinds: Sequence[str] | None, status: str) -> list[str]:
     """results.json's ``reasons`` with their ``reason_kinds`` (absent in files
     written before kinds existed: then a skip's reason, the only reason a
     skip has, is of kind cannot-run-here, and a named cell's cannot-run error
     is known by its :data:`CANNOT_RUN` prefix -- the one place text is read,
     for old files only)."""
     known = {k.value for k in Kind} | {""}
-    if kinds is not None and len(kinds) == len(texts) and all(isinstance(k, str) and k in known for k in kinds):
+    if (
+        kinds is not None
+        and len(kinds) == len(texts)
+        and all(isinstance(k, str) and k in known for k in kinds)
+    ):
         return [Reason(t, Kind(k)) if k else t for t, k in zip(texts, kinds, strict=True)]
     out: list[str] = list(texts)
     if out and (status == "skip" or (status == "error" and out[0].startswith(CANNOT_RUN))):

@@ -32,19 +32,33 @@ LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
 
 # path -> [(mnemonic, encoding, width, isa_set, count per 16-byte block)]
 PATH_FORMS: dict[str, list[tuple[str, str, str, str, int]]] = {
-    "generic": [("XOR", "legacy", "none", "I86", 90), ("AND", "legacy", "none", "I86", 60),
-                ("SHL", "legacy", "none", "I86", 30)],
-    "aesni": [("AESENC", "legacy", "xmm", "AES", 13), ("AESENCLAST", "legacy", "xmm", "AES", 1),
-              ("PCLMULQDQ", "legacy", "xmm", "PCLMULQDQ", 4), ("PXOR", "legacy", "xmm", "SSE2", 6)],
-    "vaes_avx2": [("VAESENC", "vex", "ymm", "VAES", 7), ("VPCLMULQDQ", "vex", "ymm", "VPCLMULQDQ", 2),
-                  ("VPXOR", "vex", "ymm", "AVX2", 3)],
-    "avx10_256": [("VAESENC", "evex", "ymm", "AVX512_VAES_256", 7),
-                  ("VPCLMULQDQ", "evex", "ymm", "AVX512_VPCLMULQDQ_256", 2),
-                  ("VPTERNLOGD", "evex", "ymm", "AVX512F_256", 2)],
-    "avx512": [("VAESENC", "evex", "zmm", "AVX512_VAES_512", 4),
-               ("VPCLMULQDQ", "evex", "zmm", "AVX512_VPCLMULQDQ_512", 1),
-               ("VPTERNLOGD", "evex", "zmm", "AVX512F_512", 1)],
-}  # fmt: skip
+    "generic": [
+        ("XOR", "legacy", "none", "I86", 90),
+        ("AND", "legacy", "none", "I86", 60),
+        ("SHL", "legacy", "none", "I86", 30),
+    ],
+    "aesni": [
+        ("AESENC", "legacy", "xmm", "AES", 13),
+        ("AESENCLAST", "legacy", "xmm", "AES", 1),
+        ("PCLMULQDQ", "legacy", "xmm", "PCLMULQDQ", 4),
+        ("PXOR", "legacy", "xmm", "SSE2", 6),
+    ],
+    "vaes_avx2": [
+        ("VAESENC", "vex", "ymm", "VAES", 7),
+        ("VPCLMULQDQ", "vex", "ymm", "VPCLMULQDQ", 2),
+        ("VPXOR", "vex", "ymm", "AVX2", 3),
+    ],
+    "avx10_256": [
+        ("VAESENC", "evex", "ymm", "AVX512_VAES_256", 7),
+        ("VPCLMULQDQ", "evex", "ymm", "AVX512_VPCLMULQDQ_256", 2),
+        ("VPTERNLOGD", "evex", "ymm", "AVX512F_256", 2),
+    ],
+    "avx512": [
+        ("VAESENC", "evex", "zmm", "AVX512_VAES_512", 4),
+        ("VPCLMULQDQ", "evex", "zmm", "AVX512_VPCLMULQDQ_512", 1),
+        ("VPTERNLOGD", "evex", "zmm", "AVX512F_512", 1),
+    ],
+}
 
 MODELS = {
     "wsm": ("Westmere-EP", "aesni", "aesni"),
@@ -105,8 +119,17 @@ def make_mix(spec: CellSpec) -> Mix:
     def add(image: str, func: str, m: str, e: str, w: str, isa: str, n: int) -> None:
         n = max(1, int(n * spec.mix_scale))
         ext = isa.split("_")[0]
-        mix.add_instruction(image=image, function=func, mnemonic=m, encoding=e, width=w,
-                            count=n, isa_set=isa, isa_ext=ext, category="X")  # fmt: skip
+        mix.add_instruction(
+            image=image,
+            function=func,
+            mnemonic=m,
+            encoding=e,
+            width=w,
+            count=n,
+            isa_set=isa,
+            isa_ext=ext,
+            category="X",
+        )
 
     for m, e, w, isa, per in PATH_FORMS[path] + spec.extra_forms:
         add(IMAGE, fn, m, e, w, isa, per * blocks)
@@ -125,15 +148,23 @@ def make_mix(spec: CellSpec) -> Mix:
 def _outcome(spec: CellSpec, backend: str, version: str) -> dict[str, Any]:
     digest = "ab" * 32
     return {
-        "cell": spec.name, "cpu": spec.cpu, "mode": spec.mode, "direction": spec.direction,
-        "key_bits": spec.key_bits, "length": spec.length, "status": spec.status,
-        "reasons": list(spec.reasons), "path": spec.path, "expected_path": spec.expected,
-        "backend": backend, "backend_version": version if spec.status != "skip" else None,
+        "cell": spec.name,
+        "cpu": spec.cpu,
+        "mode": spec.mode,
+        "direction": spec.direction,
+        "key_bits": spec.key_bits,
+        "length": spec.length,
+        "status": spec.status,
+        "reasons": list(spec.reasons),
+        "path": spec.path,
+        "expected_path": spec.expected,
+        "backend": backend,
+        "backend_version": version if spec.status != "skip" else None,
         "duration_s": 0.0 if spec.status == "skip" else 0.5 + 0.01 * spec.length,
         "digest": digest if spec.status in ("pass", "fail") else None,
         "expected_digest": digest if spec.status != "skip" else None,
         "output_tail": spec.output_tail,
-    }  # fmt: skip
+    }
 
 
 BACKEND = "sde"
@@ -163,19 +194,27 @@ def write_results_dir(
             files["mix"] = f"mix/{s.name}.mix.json"
             o = mix.overall
             summary = {
-                "total": o.total, "by_width": dict(o.width.most_common()),
+                "total": o.total,
+                "by_width": dict(o.width.most_common()),
                 "by_encoding": dict(o.encoding.most_common()),
-                "top_isa_sets": dict(o.isa_set.most_common(8)), "source": mix.source,
-            }  # fmt: skip
+                "top_isa_sets": dict(o.isa_set.most_common(8)),
+                "source": mix.source,
+            }
         run = None
         if s.status != "skip":
             run = {
-                "backend": backend, "status": "ok" if s.status != "error" else "crash",
-                "exit_code": 0 if s.status != "error" else -11, "reason": None,
-                "duration_s": out["duration_s"], "backend_version": version,
-                "violations": list(s.violations), "artifacts": {},
-                "stdout_tail": "", "stderr_tail": s.output_tail, "probe_argv": ["vc-probe"],
-            }  # fmt: skip
+                "backend": backend,
+                "status": "ok" if s.status != "error" else "crash",
+                "exit_code": 0 if s.status != "error" else -11,
+                "reason": None,
+                "duration_s": out["duration_s"],
+                "backend_version": version,
+                "violations": list(s.violations),
+                "artifacts": {},
+                "stdout_tail": "",
+                "stderr_tail": s.output_tail,
+                "probe_argv": ["vc-probe"],
+            }
         detail = {"outcome": out, "probe": None, "run": run, "mix_summary": summary}
         (root / "cells" / f"{s.name}.json").write_text(json.dumps(detail, indent=1))
         cells.append({**out, "mix_summary": summary, "files": files})
@@ -184,21 +223,39 @@ def write_results_dir(
     results = {
         "schema": "sdematrix-results/1",
         "tool": {"name": "sdematrix", "version": "0.1.0"},
-        "matrix": "sde_matrix.yaml", "seed": 1, "jobs": 2, "timeout_s": 300.0,
-        "started_at": "2026-11-29T12:00:00+00:00", "finished_at": "2026-11-29T12:01:30+00:00",
-        "duration_s": 90.0, "interrupted": bool(not_run),
-        "host": {"hostname": "ci-runner", "kernel": "6.1.0", "python": "3.11.7",
-                 "machine": "x86_64", "cpu_model_name": "AMD EPYC 9654", "vendor": "AuthenticAMD",
-                 "family": 25, "model": 17, "flags": ["aes", "avx2", "avx512f", "vaes"]},
+        "matrix": "sde_matrix.yaml",
+        "seed": 1,
+        "jobs": 2,
+        "timeout_s": 300.0,
+        "started_at": "2026-11-29T12:00:00+00:00",
+        "finished_at": "2026-11-29T12:01:30+00:00",
+        "duration_s": 90.0,
+        "interrupted": bool(not_run),
+        "host": {
+            "hostname": "ci-runner",
+            "kernel": "6.1.0",
+            "python": "3.11.7",
+            "machine": "x86_64",
+            "cpu_model_name": "AMD EPYC 9654",
+            "vendor": "AuthenticAMD",
+            "family": 25,
+            "model": 17,
+            "flags": ["aes", "avx2", "avx512f", "vaes"],
+        },
         "backend_requested": backend,
         "backends": {backend: {"available": True, "reason": None, "version": version}},
-        "models": {c: {"title": MODELS.get(c, (c,))[0],
-                       "backend": None if c in skip_models else backend,
-                       "skip_reason": skip_models.get(c)} for c in cpus},
+        "models": {
+            c: {
+                "title": MODELS.get(c, (c,))[0],
+                "backend": None if c in skip_models else backend,
+                "skip_reason": skip_models.get(c),
+            }
+            for c in cpus
+        },
         "counts": {**counts, "not_run": len(not_run or [])},
         "cells": cells,
         "not_run": list(not_run or []),
-    }  # fmt: skip
+    }
     (root / "results.json").write_text(json.dumps(results, indent=1))
     (root / "junit.xml").write_text('<?xml version="1.0" ?>\n<testsuites name="sdematrix"/>\n')
     return root
@@ -261,11 +318,16 @@ def changed(root: Path) -> Path:
                     "is not valid on icl"
                 ),
             ]
-            s.violations = [{
-                "reason": "AVX512_VAES_512 not in model icl (max_vector_bits 256)",
-                "address": "0x401a2c", "function": "vc_avx512_cfb128_dec", "image": IMAGE,
-                "mnemonic": "VAESENC", "bytes_hex": "62f27d48dcc1",
-            }]  # fmt: skip
+            s.violations = [
+                {
+                    "reason": "AVX512_VAES_512 not in model icl (max_vector_bits 256)",
+                    "address": "0x401a2c",
+                    "function": "vc_avx512_cfb128_dec",
+                    "image": IMAGE,
+                    "mnemonic": "VAESENC",
+                    "bytes_hex": "62f27d48dcc1",
+                }
+            ]
         elif s.name == "hsw.cfb1.encrypt.128.16":
             s.status, s.path = "error", None
             s.reasons = ["probe crashed (signal 11)"]

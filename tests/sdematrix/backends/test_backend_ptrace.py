@@ -99,11 +99,15 @@ def test_fault_mode_without_faulting_names_the_reason(
         assert why.startswith("arch_prctl ARCH_SET_CPUID: "), why
         assert b.unavailable_reason() == f"CPUID faulting not available on this host ({why})"
     # the test suite's skip reason says the same
-    assert fault_mode_skip_reason() == (None if why is True else f"host has no CPUID faulting ({why})")
+    assert fault_mode_skip_reason() == (
+        None if why is True else f"host has no CPUID faulting ({why})"
+    )
 
 
 def test_unknown_cpuid_mode_is_a_one_line_error() -> None:
-    with pytest.raises(ValueError, match=r"^unknown CPUID mode 'trap' \(choose from auto, fault, bp\)$"):
+    with pytest.raises(
+        ValueError, match=r"^unknown CPUID mode 'trap' \(choose from auto, fault, bp\)$"
+    ):
         PtraceBackend(cpuid_mode="trap")
 
 

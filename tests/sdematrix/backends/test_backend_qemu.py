@@ -146,8 +146,9 @@ def test_version_and_tcg_support_are_measured(backend: QemuBackend, tmp_path: Pa
     three measured outcomes, never a guess)."""
     import re
 
-    out = subprocess.run([backend.qemu_path() or "", "--version"], capture_output=True,
-                         text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [backend.qemu_path() or "", "--version"], capture_output=True, text=True, check=True
+    ).stdout
     assert re.search(rf"version {re.escape(backend.version_number() or '?')}\b", out)
     b = QemuBackend(cache=tmp_path)
     support = b.tcg_support()
@@ -159,8 +160,13 @@ def test_version_and_tcg_support_are_measured(backend: QemuBackend, tmp_path: Pa
         assert support["avx512f"] == "missing" and support["vpclmulqdq256"] == "missing"
         assert support["vaes256"] == "wrong"
     # the refusal names what is missing and the version it was measured on
-    spr_like = _model("spr", "Sapphire Rapids", "SapphireRapids",
-                      _BASE + _NHM + _AVX + _HSW + " AVX512F AVX512VL VAES VPCLMULQDQ", 512)  # fmt: skip
+    spr_like = _model(
+        "spr",
+        "Sapphire Rapids",
+        "SapphireRapids",
+        _BASE + _NHM + _AVX + _HSW + " AVX512F AVX512VL VAES VPCLMULQDQ",
+        512,
+    )
     if any(support[t] != "ok" for t in tcg_tests_for(spr_like)):
         why = b.cannot_run(spr_like) or ""
         assert f"QEMU {b.version_number()}" in why and "TCG" in why, why
@@ -177,9 +183,7 @@ def test_tcg_tests_a_model_needs() -> None:
     ymm = _model("adl", "Alder Lake", None, _BASE + " AVX2 VAES VPCLMULQDQ", 256)
     assert tcg_tests_for(ymm) == ["vaes256", "vpclmulqdq256"]
     zmm = _model("spr", "SPR", None, _BASE + " AVX512F VAES VPCLMULQDQ", 512)
-    assert tcg_tests_for(zmm) == [
-        "avx512f", "vaes256", "vaes512", "vpclmulqdq256", "vpclmulqdq512"
-    ]  # fmt: skip
+    assert tcg_tests_for(zmm) == ["avx512f", "vaes256", "vaes512", "vpclmulqdq256", "vpclmulqdq512"]
     avx10_256 = _model("gnr256", "GNR/256", None, _BASE + " AVX512F VAES", 256)
     assert tcg_tests_for(avx10_256) == ["avx512f", "vaes256"]
 
@@ -190,9 +194,14 @@ def test_tcg_tests_a_model_needs() -> None:
 @pytest.mark.parametrize("cpu", sorted(MODELS))
 @pytest.mark.parametrize(
     ("mode", "direction"),
-    [("gcm", "encrypt"), ("gcm", "decrypt"), ("cfb128", "decrypt"), ("cfb8", "encrypt"),
-     ("cfb1", "decrypt")],
-)  # fmt: skip
+    [
+        ("gcm", "encrypt"),
+        ("gcm", "decrypt"),
+        ("cfb128", "decrypt"),
+        ("cfb8", "encrypt"),
+        ("cfb1", "decrypt"),
+    ],
+)
 def test_aesni_cells(
     backend: QemuBackend, tmp_path: Path, cpu: str, mode: str, direction: str
 ) -> None:
@@ -316,8 +325,12 @@ def test_plugin_output_parser(tmp_path: Path) -> None:
     assert out.counts[(0x1010, bytes.fromhex("660f3808c1"))] == 8
     assert out.symbols == {0x1010: "f"}
     assert out.maps[0].path == "/bin/x y" and out.maps[0].lo == 0x1000
-    for bad in ("", "sdematrix-qemu-mix 1\npid 7\n", "nonsense\nend\n",
-                "sdematrix-qemu-mix 1\ni zz 90 1 -\nend\n"):  # fmt: skip
+    for bad in (
+        "",
+        "sdematrix-qemu-mix 1\npid 7\n",
+        "nonsense\nend\n",
+        "sdematrix-qemu-mix 1\ni zz 90 1 -\nend\n",
+    ):
         good.write_text(bad)
         with pytest.raises(MixFileError):
             parse_plugin_output(good)
@@ -372,8 +385,10 @@ def lzcnt_prog(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # named like the probe: the matrix's signatures are judged in scope vc-probe*
     src, exe = d / "lzcnt.c", d / "vc-probe-lzcnt"
     src.write_text(LZCNT_SRC)
-    subprocess.run(["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", str(src), "-o",
-                    str(exe)], check=True)  # fmt: skip
+    subprocess.run(
+        ["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", str(src), "-o", str(exe)],
+        check=True,
+    )
     return exe
 
 
@@ -410,9 +425,7 @@ def test_lzcnt_on_westmere_is_a_chip_check_violation(
     assert any("chip check (wsm)" in x and "LZCNT" in x for x in out.reasons), out.reasons
 
 
-def test_lzcnt_on_haswell_is_clean(
-    backend: QemuBackend, tmp_path: Path, lzcnt_prog: Path
-) -> None:
+def test_lzcnt_on_haswell_is_clean(backend: QemuBackend, tmp_path: Path, lzcnt_prog: Path) -> None:
     """Control: the same program on a model with LZCNT, the real instruction."""
     r = _run_prog(backend, tmp_path, "hsw", [str(lzcnt_prog), "lzcnt"])
     assert r.status == "ok" and r.probe is not None and r.probe["result"] == 59, r.reason

@@ -95,13 +95,19 @@ def test_model_whose_chip_this_sde_lacks_is_refused(tmp_path):
     env = double_env(tmp_path, SDE_DOUBLE_CHIPS="wsm,snb,spr", SDE_DOUBLE_VERSION="9.21.1")
     b = SdeBackend(environ=env)
     why = b.cannot_run(model("dmr", "dmr"))
-    assert why == ("SDE 9.21.1 external has no -dmr chip knob for dmr (DMR); "
-                   "its -help lists 3 chips")
+    assert why == (
+        "SDE 9.21.1 external has no -dmr chip knob for dmr (DMR); its -help lists 3 chips"
+    )
     assert b.cannot_run(SPR) is None
     assert logged(tmp_path).count(["-help"]) == 1  # asked once per backend object
     # The double refuses the knob too, as SDE would: the check is not moot.
-    res = b.run(Cell("dmr", "gcm", "encrypt", 128, 64), model("dmr", "dmr"),
-                fake_probe_command(CELL, 1), tmp_path, 30)
+    res = b.run(
+        Cell("dmr", "gcm", "encrypt", 128, 64),
+        model("dmr", "dmr"),
+        fake_probe_command(CELL, 1),
+        tmp_path,
+        30,
+    )
     assert res.status == "error"
 
 
@@ -125,10 +131,21 @@ def test_command_line(tmp_path):
     probe = ProbeCommand(argv=("/x/vc-probe", "--mode", "gcm"))
     argv = b.command(CELL, SPR, probe, tmp_path)
     assert argv == [
-        str(SDE_DOUBLE), "-spr", "-mix", "-omix", str(tmp_path / "spr.gcm.encrypt.128.64.mix"),
-        "-iform", "-start_ssc_mark", "111:repeat", "-stop_ssc_mark", "222:repeat",
-        "--", "/x/vc-probe", "--mode", "gcm",
-    ]  # fmt: skip
+        str(SDE_DOUBLE),
+        "-spr",
+        "-mix",
+        "-omix",
+        str(tmp_path / "spr.gcm.encrypt.128.64.mix"),
+        "-iform",
+        "-start_ssc_mark",
+        "111:repeat",
+        "-stop_ssc_mark",
+        "222:repeat",
+        "--",
+        "/x/vc-probe",
+        "--mode",
+        "gcm",
+    ]
     old = model("wsm", "wsm", 128, exe_only=True)
     argv = b.command(Cell("wsm", "gcm", "encrypt", 128, 64), old, probe, tmp_path)
     assert argv[1] == "-wsm"
@@ -160,7 +177,9 @@ def test_double_rejects_bad_command_lines(tmp_path):
     assert r.returncode == 1 and "unknown knob -bogus" in r.stderr
     r = run_process([str(SDE_DOUBLE), "-spr", "-icl", "--", "/bin/true"], env=env, timeout=30)
     assert r.returncode == 1 and "more than one chip" in r.stderr
-    r = run_process([str(SDE_DOUBLE), "-spr", "-start_ssc_mark", "zz", "--", "/bin/true"], env=env, timeout=30)  # fmt: skip
+    r = run_process(
+        [str(SDE_DOUBLE), "-spr", "-start_ssc_mark", "zz", "--", "/bin/true"], env=env, timeout=30
+    )
     assert r.returncode == 1 and "bad value" in r.stderr
 
 
@@ -239,9 +258,13 @@ def test_flood_is_capped(tmp_path, monkeypatch):
     import sdematrix.backends.process as process_mod
 
     monkeypatch.setattr(process_mod, "FLOOD_LIMIT", 4 << 20)
-    r = run_process([str(SDE_DOUBLE), "-spr", "--", "/bin/true"],
-                    env=double_env(tmp_path, SDE_DOUBLE_FLOOD="1"), timeout=30,
-                    capture_limit=1 << 16, flood_limit=4 << 20)  # fmt: skip
+    r = run_process(
+        [str(SDE_DOUBLE), "-spr", "--", "/bin/true"],
+        env=double_env(tmp_path, SDE_DOUBLE_FLOOD="1"),
+        timeout=30,
+        capture_limit=1 << 16,
+        flood_limit=4 << 20,
+    )
     assert r.flooded and r.returncode is None
     assert len(r.stdout) <= 1 << 16
     assert r.stdout_bytes > 4 << 20

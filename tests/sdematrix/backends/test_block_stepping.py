@@ -122,9 +122,14 @@ def _no_aslr() -> None:
 
 
 def run_traced(
-    tracer: Path, tmp: Path, argv: list[str], model: CpuModel, *, blocks: bool,
+    tracer: Path,
+    tmp: Path,
+    argv: list[str],
+    model: CpuModel,
+    *,
+    blocks: bool,
     extra: tuple[str, ...] = (),
-) -> tuple[subprocess.CompletedProcess[str], TracerOutput]:  # fmt: skip
+) -> tuple[subprocess.CompletedProcess[str], TracerOutput]:
     tag = "blocks" if blocks else "steps"
     profile, out = tmp / f"profile-{tag}.txt", tmp / f"out-{tag}.txt"
     images = program_images(argv[0])
@@ -132,8 +137,14 @@ def run_traced(
     cmd = [str(tracer), "--profile", str(profile), "--out", str(out), *extra]
     if not blocks:
         cmd.append("--no-blocks")
-    proc = subprocess.run([*cmd, "--", *argv], capture_output=True, text=True, timeout=300,
-                          check=False, preexec_fn=_no_aslr)  # fmt: skip
+    proc = subprocess.run(
+        [*cmd, "--", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        preexec_fn=_no_aslr,
+    )
     assert out.exists(), proc.stderr
     return proc, parse_tracer_output(out.read_text())
 
@@ -162,8 +173,9 @@ PROBE_CELLS = [
 ]
 
 
-@pytest.mark.parametrize(("model_name", "cell", "path"), PROBE_CELLS,
-                         ids=[c.name for _m, c, _p in PROBE_CELLS])  # fmt: skip
+@pytest.mark.parametrize(
+    ("model_name", "cell", "path"), PROBE_CELLS, ids=[c.name for _m, c, _p in PROBE_CELLS]
+)
 def test_probe_cell_records_identical(
     built: dict[str, Path],  # noqa: F811
     probe_exe: Path,
@@ -188,7 +200,11 @@ def test_probe_cell_records_identical(
     assert steps.blocks_entered == 0 and blocks.blocks_entered > 0 and blocks.block_insns > 0
     assert records(blocks) == records(steps)
     assert (blocks.steps, blocks.regions, blocks.cpuid_stepped, blocks.xgetbv_stepped) == (
-        steps.steps, steps.regions, steps.cpuid_stepped, steps.xgetbv_stepped)  # fmt: skip
+        steps.steps,
+        steps.regions,
+        steps.cpuid_stepped,
+        steps.xgetbv_stepped,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +231,9 @@ def test_straight_block_is_listed(straight: Path) -> None:
 
 
 def test_interrupted_blocks_count_exactly(
-    built: dict[str, Path], straight: Path, tmp_path: Path  # noqa: F811
+    built: dict[str, Path],  # noqa: F811
+    straight: Path,
+    tmp_path: Path,
 ) -> None:
     """SIGALRM lands inside the running block hundreds of times: every loop
     instruction is still counted exactly N times, and the handler's code
@@ -241,7 +259,9 @@ def test_interrupted_blocks_count_exactly(
 
 
 def test_second_thread_disables_blocks(
-    built: dict[str, Path], straight: Path, tmp_path: Path  # noqa: F811
+    built: dict[str, Path],  # noqa: F811
+    straight: Path,
+    tmp_path: Path,
 ) -> None:
     """With a second live thread no block is used (a temporary int3 would be
     met by it), and the counts are what stepping gives."""
@@ -253,13 +273,19 @@ def test_second_thread_disables_blocks(
 
 
 def test_max_steps_counts_instructions(
-    built: dict[str, Path], straight: Path, tmp_path: Path  # noqa: F811
+    built: dict[str, Path],  # noqa: F811
+    straight: Path,
+    tmp_path: Path,
 ) -> None:
     """--max-steps truncates after exactly that many instructions, blocks or
     not, with the same records."""
     argv = [str(straight), "1000"]
-    runs = [run_traced(built["tracer"], tmp_path, argv, intel_model(), blocks=b,
-                       extra=("--max-steps", "1234")) for b in (True, False)]  # fmt: skip
+    runs = [
+        run_traced(
+            built["tracer"], tmp_path, argv, intel_model(), blocks=b, extra=("--max-steps", "1234")
+        )
+        for b in (True, False)
+    ]
     (_pb, tb), (_ps, ts) = runs
     assert tb.truncated and ts.truncated and tb.steps == ts.steps == 1234
     assert tb.blocks_entered > 0

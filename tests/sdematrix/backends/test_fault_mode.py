@@ -41,9 +41,13 @@ VPXOR_YMM3 = bytes.fromhex("c5e5efdb")  # ymm_work's vpxor ymm3, ymm3, ymm3
 def ymm_work_runs(t: TracerOutput, space: int | None = None) -> list[int]:
     """Counts of ymm_work's VPXOR in the recorded instructions (libc's own
     AVX2 code, e.g. memset in pthread_create on a Haswell model, aside)."""
-    return [n for sp, a, n, code in t.insns
-            if code.startswith(VPXOR_YMM3) and decode(code, a).mnemonic == "VPXOR"
-            and space in (None, sp)]  # fmt: skip
+    return [
+        n
+        for sp, a, n, code in t.insns
+        if code.startswith(VPXOR_YMM3)
+        and decode(code, a).mnemonic == "VPXOR"
+        and space in (None, sp)
+    ]
 
 
 def test_thread_created_in_region_is_stepped_avx2(
@@ -55,8 +59,13 @@ def test_thread_created_in_region_is_stepped_avx2(
     its one AVX2 instruction is recorded, in this CPUID mode."""
     if not _host_has("avx2"):
         pytest.skip(NO_AVX2)
-    proc, t = trace(built, tmp_path, [str(built["events"]), "--spawn-ymm"], intel_model(),
-                    tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
+    proc, t = trace(
+        built,
+        tmp_path,
+        [str(built["events"]), "--spawn-ymm"],
+        intel_model(),
+        tracer_args=("--cpuid-mode", cpuid_mode),
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1])["what"] == "spawn-ymm"
     assert t.cpuid_mode == cpuid_mode
@@ -75,8 +84,13 @@ def test_process_forked_in_region_is_stepped_avx2(
     its AVX2 instruction is recorded there, none in the parent's."""
     if not _host_has("avx2"):
         pytest.skip(NO_AVX2)
-    proc, t = trace(built, tmp_path, [str(built["events"]), "--fork-ymm"], intel_model(),
-                    tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
+    proc, t = trace(
+        built,
+        tmp_path,
+        [str(built["events"]), "--fork-ymm"],
+        intel_model(),
+        tracer_args=("--cpuid-mode", cpuid_mode),
+    )
     assert proc.returncode == 0, proc.stderr
     assert t.cpuid_mode == cpuid_mode
     assert t.threads_stepped == 2 and sorted(t.maps) == [0, 1]
@@ -168,13 +182,30 @@ def test_fault_handler_that_does_not_advance_rip_fails(
     if why is not None:
         pytest.skip(why)
     mutant = dict(built, tracer=mutant_tracer)
-    proc, t = trace(mutant, tmp_path, [str(built["dyn"])], intel_model(avx2=False),
-                    tracer_args=("--cpuid-mode", "bp"))  # fmt: skip
+    proc, t = trace(
+        mutant,
+        tmp_path,
+        [str(built["dyn"])],
+        intel_model(avx2=False),
+        tracer_args=("--cpuid-mode", "bp"),
+    )
     assert proc.returncode == 0 and t.cpuid_mode == "bp"
     assert json.loads(proc.stdout.splitlines()[-1])["avx2"] == 0
     with pytest.raises(subprocess.TimeoutExpired):
         profile = tmp_path / "profile.txt"  # written by the bp run above
-        subprocess.run([str(mutant_tracer), "--profile", str(profile), "--out",
-                        str(tmp_path / "m.txt"), "--cpuid-mode", "fault", "--",
-                        str(built["dyn"])], capture_output=True, timeout=scaled(5),
-                       check=False)  # fmt: skip
+        subprocess.run(
+            [
+                str(mutant_tracer),
+                "--profile",
+                str(profile),
+                "--out",
+                str(tmp_path / "m.txt"),
+                "--cpuid-mode",
+                "fault",
+                "--",
+                str(built["dyn"]),
+            ],
+            capture_output=True,
+            timeout=scaled(5),
+            check=False,
+        )

@@ -39,8 +39,7 @@ def test_gap_between_two_models_cpuids() -> None:
     features are not; a model run on itself has no gap."""
     spr_host = _leaves("spr")
     gap = host_lacks(MODELS["dmr"], spr_host)
-    for f in ("AMX_FP16", "AMX_COMPLEX", "AVX_IFMA", "AVX_VNNI_INT8", "SHA512", "APX_F",
-              "AVX10.2"):  # fmt: skip
+    for f in ("AMX_FP16", "AMX_COMPLEX", "AVX_IFMA", "AVX_VNNI_INT8", "SHA512", "APX_F", "AVX10.2"):
         assert f in gap, gap
     assert "AVX512_FP16" not in gap and "AMX_TILE" not in gap
     assert host_lacks(MODELS["spr"], spr_host) == []
@@ -67,7 +66,9 @@ def test_sigill_reason_names_the_feature_and_the_model() -> None:
 
 def test_profile_and_tracer_output_parsing() -> None:
     assert parse_profile("cpuid 7 1 10 0 0 20\nxcr0 e7\ncpuid x\n") == {(7, 1): (0x10, 0, 0, 0x20)}
-    out = parse_tracer_output("vc-tracer-output 1\nsigill 0 401000 c4e2f5b4c2\nexit signal 4\nend\n")
+    out = parse_tracer_output(
+        "vc-tracer-output 1\nsigill 0 401000 c4e2f5b4c2\nexit signal 4\nend\n"
+    )
     assert out.sigill == (0, 0x401000, bytes.fromhex("c4e2f5b4c2"))
     assert out.exit_code == 132
 
@@ -135,8 +136,10 @@ def _sdematrix(*args: str) -> subprocess.CompletedProcess[str]:
 def test_sigill_on_an_advertised_feature_the_host_lacks_is_an_error(tmp_path: Path) -> None:
     picked = _pick()
     if picked is None:
-        pytest.skip(f"this host has every feature among {', '.join(CANDIDATES)} that a "
-                    "model runnable here advertises")  # fmt: skip
+        pytest.skip(
+            f"this host has every feature among {', '.join(CANDIDATES)} that a "
+            "model runnable here advertises"
+        )
     feature, code, model = picked
     out = tmp_path / "out"
     p = _sdematrix("exec", "--cpu", model, "--out", str(out), "--", str(_prog(tmp_path, code)))

@@ -67,8 +67,9 @@ def intel_model(*, avx2: bool = True, xcr0: int = 0x7, name: str = "hswish") -> 
     isa = {"AES", "PCLMULQDQ", "AVX", "XSAVE", "SSE3", "SSSE3", "SSE4_1", "SSE4_2", "POPCNT"}
     if avx2:
         isa |= {"AVX2", "BMI1", "BMI2", "FMA"}
-    return CpuModel(name, name, "GenuineIntel", None, None, False, leaves, xcr0,
-                    frozenset(isa), 256)  # fmt: skip
+    return CpuModel(
+        name, name, "GenuineIntel", None, None, False, leaves, xcr0, frozenset(isa), 256
+    )
 
 
 def timeout_scale() -> float:
@@ -150,11 +151,11 @@ def trace(
     images = list(dict.fromkeys(images))
     # the traced program's own code gets its blocks: every test below runs
     # with block stepping (the tracer's default) where a region allows it
-    write_profile(profile, model, [s for p in images for s in image_sites(p)], images,
-                  images[:1])  # fmt: skip
+    write_profile(profile, model, [s for p in images for s in image_sites(p)], images, images[:1])
     cmd = [str(built["tracer"]), "--profile", str(profile), "--out", str(out), *tracer_args]
-    proc = subprocess.run([*cmd, "--", *argv], capture_output=True, text=True,
-                          timeout=scaled(60), check=False)  # fmt: skip
+    proc = subprocess.run(
+        [*cmd, "--", *argv], capture_output=True, text=True, timeout=scaled(60), check=False
+    )
     text = out.read_text() if out.exists() else "vc-tracer-output 1\n"
     return proc, parse_tracer_output(text)
 
@@ -245,8 +246,9 @@ def test_exit_status_and_signals(built: dict[str, Path], tmp_path: Path) -> None
     sh = shutil.which("sh")
     assert sh
     # a signal the program handles itself passes through; one that kills it propagates
-    proc, t = trace(built, tmp_path, [sh, "-c", "trap 'exit 7' USR1; kill -USR1 $$; sleep 5"],
-                    intel_model())  # fmt: skip
+    proc, t = trace(
+        built, tmp_path, [sh, "-c", "trap 'exit 7' USR1; kill -USR1 $$; sleep 5"], intel_model()
+    )
     assert (t.exit_kind, t.exit_value) == ("code", 7)
     proc, t = trace(built, tmp_path, [sh, "-c", "kill -SEGV $$"], intel_model())
     assert (t.exit_kind, t.exit_value) == ("signal", 11) and proc.returncode == 128 + 11
@@ -291,8 +293,7 @@ def test_signal_interrupted_instruction_counted_once(
     n = 20_000
     interval_us = round(5000 * timeout_scale())
     argv = [str(built["events"]), "--alarm", str(n), str(interval_us)]
-    proc, t = trace(built, tmp_path, argv, intel_model(),
-                    tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
+    proc, t = trace(built, tmp_path, argv, intel_model(), tracer_args=("--cpuid-mode", cpuid_mode))
     assert proc.returncode == 0, proc.stderr
     assert t.cpuid_mode == cpuid_mode and t.regions == 1
     rows = insns_of(t)
@@ -321,8 +322,13 @@ def test_thread_created_in_region_is_stepped(
     AVX-512 instruction is recorded."""
     if not _host_has("avx512f"):
         pytest.skip("host CPU has no AVX-512F (the sample's thread executes vpxorq zmm)")
-    proc, t = trace(built, tmp_path, [str(built["events"]), "--spawn-zmm"], intel_model(),
-                    tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
+    proc, t = trace(
+        built,
+        tmp_path,
+        [str(built["events"]), "--spawn-zmm"],
+        intel_model(),
+        tracer_args=("--cpuid-mode", cpuid_mode),
+    )
     assert proc.returncode == 0, proc.stderr
     assert t.threads_stepped == 2 and t.regions == 1
     zmm = [(a, mn, cnt) for a, mn, cnt, w in insns_of(t) if w == "zmm"]
@@ -335,8 +341,13 @@ def test_process_forked_in_region_is_stepped(
 ) -> None:
     if not _host_has("avx512f"):
         pytest.skip("host CPU has no AVX-512F (the sample's child executes vpxorq zmm)")
-    proc, t = trace(built, tmp_path, [str(built["events"]), "--fork-zmm"], intel_model(),
-                    tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
+    proc, t = trace(
+        built,
+        tmp_path,
+        [str(built["events"]), "--fork-zmm"],
+        intel_model(),
+        tracer_args=("--cpuid-mode", cpuid_mode),
+    )
     assert proc.returncode == 0, proc.stderr
     assert t.threads_stepped == 2 and sorted(t.maps) == [0, 1]
     child = [(mn, cnt) for _a, mn, cnt, w in insns_of(t, space=1) if w == "zmm"]
@@ -349,8 +360,13 @@ def test_cpuid_in_unlisted_code_is_emulated_while_stepping(
 ) -> None:
     """CPUID and XGETBV in code written at run time (no image, no breakpoint
     site) see the model when met inside the region, in both modes."""
-    proc, t = trace(built, tmp_path, [str(built["events"]), "--jit-cpuid"],
-                    intel_model(xcr0=0x7), tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
+    proc, t = trace(
+        built,
+        tmp_path,
+        [str(built["events"]), "--jit-cpuid"],
+        intel_model(xcr0=0x7),
+        tracer_args=("--cpuid-mode", cpuid_mode),
+    )
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout.splitlines()[-1])
     assert (seen["jit_vendor"], seen["jit_xcr0"]) == ("GenuineIntel", "0x7")
@@ -373,10 +389,12 @@ def test_unscanned_images_are_reported(built: dict[str, Path], tmp_path: Path) -
     assert proc.returncode == 0 and t.unscanned == []
 
 
-def _ld_diagnostics(built: dict[str, Path], tmp_path: Path, model: CpuModel,
-                    mode: str) -> dict[str, str]:  # fmt: skip
-    proc, t = trace(built, tmp_path, [LDSO, "--list-diagnostics"], model,
-                    tracer_args=("--cpuid-mode", mode))  # fmt: skip
+def _ld_diagnostics(
+    built: dict[str, Path], tmp_path: Path, model: CpuModel, mode: str
+) -> dict[str, str]:
+    proc, t = trace(
+        built, tmp_path, [LDSO, "--list-diagnostics"], model, tracer_args=("--cpuid-mode", mode)
+    )
     assert proc.returncode == 0, proc.stderr
     assert t.cpuid_mode == mode and t.cpuid_answered > 0
     return dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
@@ -388,8 +406,9 @@ def test_ldso_sees_the_model(built: dict[str, Path], tmp_path: Path, cpuid_mode:
     Haswell, none on the Pentium 4 -- whatever the host is."""
     if not Path(LDSO).exists():
         pytest.skip(f"no {LDSO} (not a glibc x86-64 system)")
-    native = subprocess.run([LDSO, "--list-diagnostics"], capture_output=True, text=True,
-                            check=False)  # fmt: skip
+    native = subprocess.run(
+        [LDSO, "--list-diagnostics"], capture_output=True, text=True, check=False
+    )
     if native.returncode != 0 or "x86.cpu_features.isa_1=" not in native.stdout:
         pytest.skip("this glibc's ld.so has no --list-diagnostics with x86.cpu_features (< 2.33)")
     want = {"p4p": ("0xf", "0x1"), "snb": ("0x6", "0x3"), "hsw": ("0x6", "0x7")}
@@ -410,8 +429,13 @@ def test_libc_ifunc_follows_the_model(
     moves on Haswell, 128-bit only on Sandy Bridge (AVX but no AVX2)."""
     widths: dict[str, set[str]] = {}
     for name in ("snb", "hsw"):
-        proc, t = trace(built, tmp_path, [str(built["events"]), "--memcpy"], matrix_model(name),
-                        tracer_args=("--cpuid-mode", cpuid_mode))  # fmt: skip
+        proc, t = trace(
+            built,
+            tmp_path,
+            [str(built["events"]), "--memcpy"],
+            matrix_model(name),
+            tracer_args=("--cpuid-mode", cpuid_mode),
+        )
         assert proc.returncode == 0, proc.stderr
         widths[name] = {w for *_x, w in insns_of(t)}
     assert "ymm" in widths["hsw"] and "zmm" not in widths["hsw"]
@@ -421,8 +445,13 @@ def test_libc_ifunc_follows_the_model(
 def test_cpuid_fault_mode_reports_kernel_support(built: dict[str, Path], tmp_path: Path) -> None:
     """--cpuid-mode fault works where the kernel has CPUID faulting, and fails
     with a clear message where it does not (never silently sees the host)."""
-    proc, t = trace(built, tmp_path, [str(built["dyn"])], intel_model(avx2=False),
-                    tracer_args=("--cpuid-mode", "fault"))  # fmt: skip
+    proc, t = trace(
+        built,
+        tmp_path,
+        [str(built["dyn"])],
+        intel_model(avx2=False),
+        tracer_args=("--cpuid-mode", "fault"),
+    )
     if proc.returncode == 0:
         assert t.cpuid_mode == "fault"
         assert json.loads(proc.stdout.splitlines()[-1])["avx2"] == 0
@@ -433,9 +462,12 @@ def test_cpuid_fault_mode_reports_kernel_support(built: dict[str, Path], tmp_pat
 def test_bad_profile_is_one_line_error(built: dict[str, Path], tmp_path: Path) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_text("cpuid 1 2\nxcr0 7\n")
-    proc = subprocess.run([str(built["tracer"]), "--profile", str(bad), "--out",
-                           str(tmp_path / "o"), "--", "true"], capture_output=True, text=True,
-                          check=False)  # fmt: skip
+    proc = subprocess.run(
+        [str(built["tracer"]), "--profile", str(bad), "--out", str(tmp_path / "o"), "--", "true"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 125
     assert proc.stderr.count("\n") == 1 and "bad cpuid line" in proc.stderr
 
@@ -448,11 +480,13 @@ def test_unlisted_leaves_follow_hardware_rules(built: dict[str, Path], tmp_path:
 
     def with_leaves(vendor_regs: tuple[int, int, int], vendor: str) -> CpuModel:
         leaves = tuple(
-            CpuidLeaf(0, 0, 1, *vendor_regs) if c.leaf == 0
-            else CpuidLeaf(1, 0, c.eax, 0x00100820, c.ecx, c.edx) if c.leaf == 1
+            CpuidLeaf(0, 0, 1, *vendor_regs)
+            if c.leaf == 0
+            else CpuidLeaf(1, 0, c.eax, 0x00100820, c.ecx, c.edx)
+            if c.leaf == 1
             else c
             for c in base.cpuid
-        )  # fmt: skip
+        )
         return replace(base, vendor=vendor, cpuid=leaves)
 
     intel = with_leaves((0x756E6547, 0x6C65746E, 0x49656E69), "GenuineIntel")

@@ -109,10 +109,30 @@ def test_probe_survives_a_tight_stack(cpu: str, mode: str, tmp_path: Path) -> No
     profile, out = tmp_path / "profile.txt", tmp_path / "out.txt"
     write_profile(profile, model, [s for p in images for s in image_sites(p)], images, images[:1])
     argv = [
-        "env", "-i", "setarch", "-R", str(tracer), "--profile", str(profile), "--out", str(out),
-        "--cpuid-mode", mode, "--", str(PROBE),
-        "--mode", "gcm", "--dir", "decrypt", "--key-bits", "128", "--length", "100", "--seed", "1",
-    ]  # fmt: skip
+        "env",
+        "-i",
+        "setarch",
+        "-R",
+        str(tracer),
+        "--profile",
+        str(profile),
+        "--out",
+        str(out),
+        "--cpuid-mode",
+        mode,
+        "--",
+        str(PROBE),
+        "--mode",
+        "gcm",
+        "--dir",
+        "decrypt",
+        "--key-bits",
+        "128",
+        "--length",
+        "100",
+        "--seed",
+        "1",
+    ]
     for _ in range(3):
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         if "Operation not permitted" in proc.stderr and "personality" in proc.stderr:

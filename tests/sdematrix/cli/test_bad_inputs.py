@@ -119,9 +119,17 @@ def _sde_run(*extra: str) -> subprocess.CompletedProcess[str]:
     """A run that would use the SDE double: fails before any cell if an
     output cannot be written."""
     return run_cli(
-        "run", "--matrix", str(SHIPPED_MATRIX), "--cpu", "wsm", "--backend", "sde",
-        "--sde-path", str(SDE_DOUBLE), *extra,
-    )  # fmt: skip
+        "run",
+        "--matrix",
+        str(SHIPPED_MATRIX),
+        "--cpu",
+        "wsm",
+        "--backend",
+        "sde",
+        "--sde-path",
+        str(SDE_DOUBLE),
+        *extra,
+    )
 
 
 def test_junit_path_under_a_file(tmp_path: Path) -> None:
@@ -161,11 +169,17 @@ def test_mix_corrupt_files_through_the_cli(tmp_path: Path) -> None:
     lines = iform_file().splitlines()
     row = next(i for i, ln in enumerate(lines) if ln.startswith("MOV_GPRv_MEMv"))
     cases = {
-        "bad-count.mix": ("\n".join([*lines[:row], "VAESENC  12x4", *lines[row + 1 :]]), f":{row + 1}:"),
-        "three-fields.mix": ("\n".join([*lines[:row], "VAESENC 1 2", *lines[row + 1 :]]), f":{row + 1}:"),
+        "bad-count.mix": (
+            "\n".join([*lines[:row], "VAESENC  12x4", *lines[row + 1 :]]),
+            f":{row + 1}:",
+        ),
+        "three-fields.mix": (
+            "\n".join([*lines[:row], "VAESENC 1 2", *lines[row + 1 :]]),
+            f":{row + 1}:",
+        ),
         "empty.mix": ("", "global-dynamic-counts"),
         "not-a-mix.mix": ("hello\nworld\n", "not an SDE mix file"),
-    }  # fmt: skip
+    }
     for name, (text, needle) in cases.items():
         p = tmp_path / name
         p.write_text(text)

@@ -27,8 +27,9 @@ def clean_env(**extra: str) -> dict[str, str]:
     return cli_env(hide_sde=True, **extra)
 
 
-def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-        timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     return run_cli(*args, env=env or clean_env(), cwd=cwd, timeout=timeout)
 
 
@@ -53,11 +54,29 @@ def test_unknown_cpu(tmp_path):
 
 @needs_matrix
 def test_backend_sde_without_sde(tmp_path):
-    r = cli("run", "--matrix", str(MATRIX), "--cpu", "spr", "--backend", "sde",
-            "--out", str(tmp_path / "o"))  # fmt: skip
+    r = cli(
+        "run",
+        "--matrix",
+        str(MATRIX),
+        "--cpu",
+        "spr",
+        "--backend",
+        "sde",
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert_one_line_error(r, 2, "backend 'sde' is not available", "Intel SDE not installed")
-    r = cli("run", "--matrix", str(MATRIX), "--cpu", "spr", "--sde-path", str(tmp_path / "none"),
-            "--out", str(tmp_path / "o"))  # fmt: skip
+    r = cli(
+        "run",
+        "--matrix",
+        str(MATRIX),
+        "--cpu",
+        "spr",
+        "--sde-path",
+        str(tmp_path / "none"),
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert_one_line_error(r, 2, "--sde-path")
 
 
@@ -65,8 +84,19 @@ def test_backend_sde_without_sde(tmp_path):
 def test_unwritable_out_dir(tmp_path):
     f = tmp_path / "afile"
     f.write_text("")
-    r = cli("run", "--matrix", str(MATRIX), "--cpu", "spr", "--backend", "sde",
-            "--sde-path", str(SDE_DOUBLE), "--out", str(f / "out"))  # fmt: skip
+    r = cli(
+        "run",
+        "--matrix",
+        str(MATRIX),
+        "--cpu",
+        "spr",
+        "--backend",
+        "sde",
+        "--sde-path",
+        str(SDE_DOUBLE),
+        "--out",
+        str(f / "out"),
+    )
     assert_one_line_error(r, 2, "not writable")
 
 
@@ -117,9 +147,24 @@ def run_env(tmp_path):
 def test_run_with_double_all_pass(tmp_path, run_env):
     out = tmp_path / "out"
     junit = tmp_path / "j" / "report.xml"
-    r = cli("run", "--matrix", str(MATRIX), "--cpu", "wsm,hsw", "--backend", "sde",
-            "--sde-path", str(SDE_DOUBLE), "--out", str(out), "--junit", str(junit),
-            "--jobs", "2", env=run_env())  # fmt: skip
+    r = cli(
+        "run",
+        "--matrix",
+        str(MATRIX),
+        "--cpu",
+        "wsm,hsw",
+        "--backend",
+        "sde",
+        "--sde-path",
+        str(SDE_DOUBLE),
+        "--out",
+        str(out),
+        "--junit",
+        str(junit),
+        "--jobs",
+        "2",
+        env=run_env(),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Traceback" not in r.stderr
     assert "wsm" in r.stdout and "hsw" in r.stdout and " 0 failed" in r.stdout
@@ -132,8 +177,20 @@ def test_run_with_double_all_pass(tmp_path, run_env):
 
 @needs_matrix
 def test_run_with_double_failures_exit_1(tmp_path, run_env):
-    r = cli("run", "--matrix", str(MATRIX), "--cpu", "spr", "--backend", "sde",
-            "--sde-path", str(SDE_DOUBLE), "--out", str(tmp_path / "o"), env=run_env())  # fmt: skip
+    r = cli(
+        "run",
+        "--matrix",
+        str(MATRIX),
+        "--cpu",
+        "spr",
+        "--backend",
+        "sde",
+        "--sde-path",
+        str(SDE_DOUBLE),
+        "--out",
+        str(tmp_path / "o"),
+        env=run_env(),
+    )
     assert r.returncode == 1, r.stderr
     assert "path: expected avx512, got aesni" in r.stderr  # progress lines name the reason
     assert "failed" in r.stdout
@@ -141,9 +198,20 @@ def test_run_with_double_failures_exit_1(tmp_path, run_env):
 
 @needs_matrix
 def test_run_errors_exit_1_and_run_goes_on(tmp_path, run_env):
-    r = cli("run", "--matrix", str(MATRIX), "--cpu", "hsw", "--backend", "sde",
-            "--sde-path", str(SDE_DOUBLE), "--out", str(tmp_path / "o"),
-            env=run_env(SDE_DOUBLE_TRUNCATE="1"))  # fmt: skip
+    r = cli(
+        "run",
+        "--matrix",
+        str(MATRIX),
+        "--cpu",
+        "hsw",
+        "--backend",
+        "sde",
+        "--sde-path",
+        str(SDE_DOUBLE),
+        "--out",
+        str(tmp_path / "o"),
+        env=run_env(SDE_DOUBLE_TRUNCATE="1"),
+    )
     assert r.returncode == 1
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     assert res["counts"]["error"] == len(res["cells"]) > 1
@@ -156,12 +224,31 @@ def test_signal_kills_children_and_writes_junit(tmp_path, run_env, sig):
     pidfile = tmp_path / "pids"
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sdematrix", "run", "--matrix", str(MATRIX), "--cpu", "hsw",
-         "--backend", "sde", "--sde-path", str(SDE_DOUBLE), "--out", str(out), "--jobs", "2",
-         "--timeout", "600"],
-        env=run_env(SDE_DOUBLE_HANG=str(pidfile)), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "sdematrix",
+            "run",
+            "--matrix",
+            str(MATRIX),
+            "--cpu",
+            "hsw",
+            "--backend",
+            "sde",
+            "--sde-path",
+            str(SDE_DOUBLE),
+            "--out",
+            str(out),
+            "--jobs",
+            "2",
+            "--timeout",
+            "600",
+        ],
+        env=run_env(SDE_DOUBLE_HANG=str(pidfile)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if pidfile.exists() and len(pidfile.read_text().splitlines()) >= 2:
@@ -197,8 +284,15 @@ def test_progress_plain_and_tty():
     from sdematrix.verdict.cell import Outcome
 
     cell = Cell("spr", "gcm", "encrypt", 128, 64)
-    fail = Outcome(cell, "fail", ["path: expected avx512, got aesni", "x"], path="aesni",
-                   expected_path="avx512", backend="sde", duration_s=1.25)  # fmt: skip
+    fail = Outcome(
+        cell,
+        "fail",
+        ["path: expected avx512, got aesni", "x"],
+        path="aesni",
+        expected_path="avx512",
+        backend="sde",
+        duration_s=1.25,
+    )
     plain = io.StringIO()
     p = Progress(2, plain, tty=False)
     p.start(cell)
@@ -263,9 +357,10 @@ def _wait_for_reader(fifo: Path, proc: subprocess.Popen[str], within: float = 60
 
 
 @pytest.mark.parametrize(
-    "command", [("run", "--cpu", "spr", "--backend", "sde"), ("list-cpus",), ("explain", "spr")],
+    "command",
+    [("run", "--cpu", "spr", "--backend", "sde"), ("list-cpus",), ("explain", "spr")],
     ids=["run", "list-cpus", "explain"],
-)  # fmt: skip
+)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_while_loading_the_matrix_is_an_interrupt(tmp_path, command, sig):
     """A signal that lands while the matrix file is read ends the command like
@@ -275,10 +370,21 @@ def test_signal_while_loading_the_matrix_is_an_interrupt(tmp_path, command, sig)
     matrix.write_bytes(MATRIX.read_bytes())
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-c", _STALLED_CLI, str(fifo), *command, "--matrix", str(matrix),
-         *(("--out", str(out)) if command[0] == "run" else ())],
-        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            _STALLED_CLI,
+            str(fifo),
+            *command,
+            "--matrix",
+            str(matrix),
+            *(("--out", str(out)) if command[0] == "run" else ()),
+        ],
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wfd = _wait_for_reader(fifo, proc)
     try:
         time.sleep(0.2)  # well inside read(): nothing will ever be written
@@ -332,9 +438,20 @@ def _probe_cases(tmp_path: Path) -> dict[str, tuple[str, str]]:
 def test_broken_probe_env_is_refused_up_front(tmp_path, case):
     value, why = _probe_cases(tmp_path)[case]
     out = tmp_path / "out"
-    r = cli("run", "--matrix", str(MATRIX), "--cpu", "wsm,hsw", "--backend", "sde",
-            "--sde-path", str(SDE_DOUBLE), "--out", str(out),
-            env=clean_env(SDEMATRIX_PROBE=value))  # fmt: skip
+    r = cli(
+        "run",
+        "--matrix",
+        str(MATRIX),
+        "--cpu",
+        "wsm,hsw",
+        "--backend",
+        "sde",
+        "--sde-path",
+        str(SDE_DOUBLE),
+        "--out",
+        str(out),
+        env=clean_env(SDEMATRIX_PROBE=value),
+    )
     assert_one_line_error(r, 2, f"SDEMATRIX_PROBE={value}: {why}")
     assert r.stdout == ""
     assert not out.exists()  # refused before anything was created or run
@@ -344,9 +461,21 @@ def test_broken_probe_env_is_refused_up_front(tmp_path, case):
 def test_relative_probe_env_runs_from_other_directories(tmp_path, run_env):
     """A relative $SDEMATRIX_PROBE names a file relative to where sdematrix was
     started, not to the directories backends run the probe in."""
-    r = cli("run", "--matrix", str(MATRIX), "--cpu", "wsm", "--backend", "sde",
-            "--sde-path", str(SDE_DOUBLE), "--out", "out", cwd=tmp_path,
-            env={**run_env(), "SDEMATRIX_PROBE": os.path.join("bin", "vc-probe")})  # fmt: skip
+    r = cli(
+        "run",
+        "--matrix",
+        str(MATRIX),
+        "--cpu",
+        "wsm",
+        "--backend",
+        "sde",
+        "--sde-path",
+        str(SDE_DOUBLE),
+        "--out",
+        "out",
+        cwd=tmp_path,
+        env={**run_env(), "SDEMATRIX_PROBE": os.path.join("bin", "vc-probe")},
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert res["counts"]["error"] == 0 and res["counts"]["pass"] > 0

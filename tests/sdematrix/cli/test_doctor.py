@@ -53,11 +53,13 @@ def test_backends_say_which_reasons_are_host_limits(tmp_path) -> None:
 
     cases = [
         (SdeBackend(environ={"PATH": str(tmp_path)}).unavailable_reason(), Kind.HOST_LIMIT),
-        (SdeBackend(sde_path=tmp_path / "none", environ={}).unavailable_reason(),
-         Kind.BACKEND_ERROR),
+        (
+            SdeBackend(sde_path=tmp_path / "none", environ={}).unavailable_reason(),
+            Kind.BACKEND_ERROR,
+        ),
         (QemuBackend(str(tmp_path / "no-qemu")).unavailable_reason(), Kind.HOST_LIMIT),
         (_Missing("x", "no module").unavailable_reason(), Kind.BACKEND_ERROR),
-    ]  # fmt: skip
+    ]
     for why, kind in cases:
         assert why is not None and why.kind is kind, why
         assert is_host_limit(why) == (kind is Kind.HOST_LIMIT), why

@@ -31,15 +31,23 @@ def _ptrace_missing() -> str | None:
     return PtraceBackend().unavailable_reason()
 
 
-needs_ptrace = pytest.mark.skipif(_ptrace_missing() is not None,
-                                  reason=f"ptrace backend: {_ptrace_missing()}")  # fmt: skip
+needs_ptrace = pytest.mark.skipif(
+    _ptrace_missing() is not None, reason=f"ptrace backend: {_ptrace_missing()}"
+)
 
 
-def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-        timeout: float = 600) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "sdematrix", *args], capture_output=True,
-                          text=True, env=env or dict(os.environ), cwd=cwd, timeout=timeout,
-                          check=False)  # fmt: skip
+def cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sdematrix", *args],
+        capture_output=True,
+        text=True,
+        env=env or dict(os.environ),
+        cwd=cwd,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _actions(command: list[str]) -> dict[str, Any]:
@@ -63,8 +71,12 @@ def test_run_exec_docker_and_pytest_share_flags_defaults_and_help() -> None:
             a = acts[where][opt.flag]
             assert a.default == opt.kwargs["default"], (where, opt.flag)
             assert a.help == opt.kwargs["help"], (where, opt.flag)
-    assert acts["run"]["--timeout"].default == acts["exec"]["--timeout"].default \
-        == acts["docker"]["--timeout"].default == options.DEFAULT_TIMEOUT  # fmt: skip
+    assert (
+        acts["run"]["--timeout"].default
+        == acts["exec"]["--timeout"].default
+        == acts["docker"]["--timeout"].default
+        == options.DEFAULT_TIMEOUT
+    )
     # backend choices written once: exec lacks only qemu
     assert tuple(acts["run"]["--backend"].choices) == options.BACKEND_CHOICES
     assert tuple(acts["docker"]["--backend"].choices) == options.BACKEND_CHOICES
@@ -83,8 +95,15 @@ def test_run_exec_docker_and_pytest_share_flags_defaults_and_help() -> None:
             o = by_name[options.pytest_flag(opt)]
             assert o.attrs()["default"] == opt.kwargs["default"], opt.flag
             assert o.attrs()["help"] == opt.kwargs["help"], opt.flag
-    assert {"--sde-cpu", "--sde-backend", "--sde-path", "--sde-timeout", "--sde-cpuid-mode",
-            "--sde-allow-skip", "--sde-matrix"} <= set(by_name)  # fmt: skip
+    assert {
+        "--sde-cpu",
+        "--sde-backend",
+        "--sde-path",
+        "--sde-timeout",
+        "--sde-cpuid-mode",
+        "--sde-allow-skip",
+        "--sde-matrix",
+    } <= set(by_name)
 
 
 def test_exec_offers_no_qemu() -> None:
@@ -97,8 +116,9 @@ def test_exec_offers_no_qemu() -> None:
 def test_print_command_without_sde(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "SDE_PATH"}
     env["PATH"] = "/usr/bin:/bin"
-    p = cli("exec", "--backend", "sde", "--print-command", "--cpu", "hsw,spr", "--", "true",
-            env=env)  # fmt: skip
+    p = cli(
+        "exec", "--backend", "sde", "--print-command", "--cpu", "hsw,spr", "--", "true", env=env
+    )
     assert p.returncode == 0, p.stderr
     lines = p.stderr.strip().splitlines()
     assert "Intel SDE not installed" in lines[0] and "printing the commands" in lines[0]
@@ -108,8 +128,18 @@ def test_print_command_without_sde(tmp_path: Path) -> None:
     q = cli("exec", "--backend", "sde", "--cpu", "hsw", "--", "true", env=env)
     assert q.returncode == 2 and "Intel SDE not installed" in q.stderr
     # --sde-path is taken (and checked) by exec
-    r = cli("exec", "--backend", "sde", "--sde-path", str(tmp_path / "nope"), "--cpu", "hsw",
-            "--", "true", env=env)  # fmt: skip
+    r = cli(
+        "exec",
+        "--backend",
+        "sde",
+        "--sde-path",
+        str(tmp_path / "nope"),
+        "--cpu",
+        "hsw",
+        "--",
+        "true",
+        env=env,
+    )
     assert r.returncode == 2 and "from --sde-path" in r.stderr
 
 
@@ -129,16 +159,38 @@ def test_exec_jobs_report_and_one_case_per_expectation(tmp_path: Path) -> None:
     exp.write_text(EXPECT)
     out, rep = tmp_path / "out", tmp_path / "rep"
     env = {**os.environ, "GITHUB_STEP_SUMMARY": str(tmp_path / "step.md")}
-    p = cli("exec", "--cpu", "nhm,hsw,spr", "--jobs", "2", "--expect", str(exp), "--out",
-            str(out), "--junit", str(tmp_path / "j.xml"), "--report", str(rep), "--",
-            "/bin/true", env=env)  # fmt: skip
+    p = cli(
+        "exec",
+        "--cpu",
+        "nhm,hsw,spr",
+        "--jobs",
+        "2",
+        "--expect",
+        str(exp),
+        "--out",
+        str(out),
+        "--junit",
+        str(tmp_path / "j.xml"),
+        "--report",
+        str(rep),
+        "--",
+        "/bin/true",
+        env=env,
+    )
     assert p.returncode == 0, p.stderr
     cases = [c.get("name") for c in ET.parse(tmp_path / "j.xml").getroot().iter("testcase")]
-    assert sorted(cases) == sorted([
-        "nhm: run and chip check", "nhm: plain integer code runs", "nhm: no AVX-512 without it",
-        "hsw: run and chip check", "hsw: plain integer code runs", "hsw: no AVX-512 without it",
-        "spr: run and chip check", "spr: plain integer code runs",
-    ])  # fmt: skip
+    assert sorted(cases) == sorted(
+        [
+            "nhm: run and chip check",
+            "nhm: plain integer code runs",
+            "nhm: no AVX-512 without it",
+            "hsw: run and chip check",
+            "hsw: plain integer code runs",
+            "hsw: no AVX-512 without it",
+            "spr: run and chip check",
+            "spr: plain integer code runs",
+        ]
+    )
     md = (rep / "summary.md").read_text()
     assert "3 models: 3 passed" in md
     assert "| spr | pass | pass | n/a |" in md  # spr has AVX-512: the rule does not apply
@@ -153,21 +205,25 @@ def test_exec_jobs_report_and_one_case_per_expectation(tmp_path: Path) -> None:
 
 
 @needs_ptrace
-def test_exec_allow_skip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                         capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_exec_allow_skip(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A host without AVX-512 cannot present spr: an error (exit 1) unless
     --allow-skip, which skips it with the backend's reason."""
     from sdematrix.backends.ptrace import backend as ptrace
 
     real = ptrace.host_features()
-    monkeypatch.setattr(ptrace, "host_features",
-                        lambda: frozenset(f for f in real if not f.startswith("AVX512")))  # fmt: skip
+    monkeypatch.setattr(
+        ptrace, "host_features", lambda: frozenset(f for f in real if not f.startswith("AVX512"))
+    )
     j = tmp_path / "j.xml"
     assert main(["exec", "--cpu", "hsw,spr", "--junit", str(j), "--", "/bin/true"]) == 1
     err = capsys.readouterr().err
     assert re.search(r"spr +ERROR +cannot run here \(ptrace\): host CPU lacks AVX512", err), err
-    assert main(["exec", "--cpu", "hsw,spr", "--allow-skip", "--junit", str(j),
-                 "--", "/bin/true"]) == 0  # fmt: skip
+    assert (
+        main(["exec", "--cpu", "hsw,spr", "--allow-skip", "--junit", str(j), "--", "/bin/true"])
+        == 0
+    )
     err = capsys.readouterr().err
     assert re.search(r"spr +SKIP +cannot run here \(ptrace\): host CPU lacks AVX512", err), err
     root = ET.parse(j).getroot()
@@ -224,10 +280,22 @@ def test_mix_prints_a_summary_unless_json() -> None:
 def test_report_step_summary_says_when_unset(tmp_path: Path) -> None:
     out = tmp_path / "out"
     (out).mkdir()
-    (out / "results.json").write_text(json.dumps({
-        "tool": {"name": "sdematrix exec", "version": "x"}, "argv": ["true"],
-        "expectations": [], "models": [{"model": "hsw", "status": "pass", "checks": [
-            {"name": "run and chip check", "status": "pass", "reasons": []}]}]}))  # fmt: skip
+    (out / "results.json").write_text(
+        json.dumps(
+            {
+                "tool": {"name": "sdematrix exec", "version": "x"},
+                "argv": ["true"],
+                "expectations": [],
+                "models": [
+                    {
+                        "model": "hsw",
+                        "status": "pass",
+                        "checks": [{"name": "run and chip check", "status": "pass", "reasons": []}],
+                    }
+                ],
+            }
+        )
+    )
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
     p = cli("report", str(out), "--step-summary", env=env)
     assert p.returncode == 0, p.stderr
@@ -252,14 +320,35 @@ def test_plugin_node_ids_rerun_one_test() -> None:
 
 @needs_ptrace
 def test_plugin_rerun_by_printed_node_id(tmp_path: Path) -> None:
-    base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--sde-cpu=hsw",
-            "--sde-backend=ptrace"]  # fmt: skip
+    base = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--sde-cpu=hsw",
+        "--sde-backend=ptrace",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    listed = subprocess.run([*base, "--collect-only", "-q"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    listed = subprocess.run(
+        [*base, "--collect-only", "-q"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     ids = [ln for ln in listed.stdout.splitlines() if "-chip]" in ln]
     assert ids, listed.stdout[-2000:] + listed.stderr[-2000:]
-    one = subprocess.run([*base, "-q", ids[0]], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=300, check=False)  # fmt: skip
+    one = subprocess.run(
+        [*base, "-q", ids[0]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert one.returncode == 0, one.stdout[-2000:] + one.stderr[-2000:]
     assert "1 passed" in one.stdout

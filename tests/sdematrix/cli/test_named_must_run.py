@@ -43,8 +43,20 @@ def _qemu_spr_reason() -> str:
 def test_named_cpu_the_backend_cannot_run_is_an_error(tmp_path: Path) -> None:
     reason = _qemu_spr_reason()
     junit = tmp_path / "j.xml"
-    r = run_cli("run", "--matrix", str(SHIPPED_MATRIX), "--backend", "qemu", "--cpu", "spr",
-                "--out", str(tmp_path / "out"), "--junit", str(junit), env=cli_env(hide_sde=True))  # fmt: skip
+    r = run_cli(
+        "run",
+        "--matrix",
+        str(SHIPPED_MATRIX),
+        "--backend",
+        "qemu",
+        "--cpu",
+        "spr",
+        "--out",
+        str(tmp_path / "out"),
+        "--junit",
+        str(junit),
+        env=cli_env(hide_sde=True),
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     n = len(MATRIX.cells(["spr"]))
     assert f"0 passed, 0 failed, {n} errors, 0 skipped" in r.stdout
@@ -60,9 +72,21 @@ def test_named_cpu_the_backend_cannot_run_is_an_error(tmp_path: Path) -> None:
 def test_allow_skip_makes_it_a_listed_skip(tmp_path: Path) -> None:
     reason = _qemu_spr_reason()
     out = tmp_path / "out"
-    r = run_cli("run", "--matrix", str(SHIPPED_MATRIX), "--backend", "qemu", "--cpu", "spr",
-                "--allow-skip", "--out", str(out), "--report", str(out),
-                env=cli_env(hide_sde=True))  # fmt: skip
+    r = run_cli(
+        "run",
+        "--matrix",
+        str(SHIPPED_MATRIX),
+        "--backend",
+        "qemu",
+        "--cpu",
+        "spr",
+        "--allow-skip",
+        "--out",
+        str(out),
+        "--report",
+        str(out),
+        env=cli_env(hide_sde=True),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     n = len(MATRIX.cells(["spr"]))
     assert f"0 passed, 0 failed, 0 errors, {n} skipped" in r.stdout
@@ -73,8 +97,9 @@ def test_allow_skip_makes_it_a_listed_skip(tmp_path: Path) -> None:
 
 
 def test_allow_skip_with_nothing_to_allow_is_a_usage_error(tmp_path: Path) -> None:
-    r = run_cli("run", "--matrix", str(SHIPPED_MATRIX), "--allow-skip",
-                "--out", str(tmp_path / "o"))  # fmt: skip
+    r = run_cli(
+        "run", "--matrix", str(SHIPPED_MATRIX), "--allow-skip", "--out", str(tmp_path / "o")
+    )
     assert_one_line_error(r, 2, "--allow-skip has nothing to allow without --cpu or --backend")
     assert not (tmp_path / "o").exists()
 
@@ -108,11 +133,26 @@ def test_doctor_reports_backends_and_cpuid_mode() -> None:
 
 def _pytest_plugin(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
-         f"--sde-matrix={SHIPPED_MATRIX}", "--sde-cpu=spr", "--sde-backend=qemu", *extra],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rs",
+            f"--sde-matrix={SHIPPED_MATRIX}",
+            "--sde-cpu=spr",
+            "--sde-backend=qemu",
+            *extra,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
         env=cli_env(hide_sde=True),
-    )  # fmt: skip
+    )
 
 
 def test_pytest_plugin_named_cpu_that_cannot_run_fails(tmp_path: Path) -> None:

@@ -29,16 +29,44 @@ def _model(isa: set[str], bits: int, name: str = "m") -> CpuModel:
         ("66410f38dcc1", "AESENC", "legacy", "xmm", "AES", "AES", ("AES",)),
         ("c4e279dcc1", "VAESENC", "vex", "xmm", "AVXAES", "AVXAES", ("AES", "AVX")),
         ("c4e27ddcc1", "VAESENC", "vex", "ymm", "VAES", "VAES", ("VAES",)),
-        ("62f27d28dcc1", "VAESENC", "evex", "ymm", "AVX512_VAES_256", "AVX512EVEX",
-         ("AVX512VL", "VAES")),
-        ("62f27d48dcc1", "VAESENC", "evex", "zmm", "AVX512_VAES_512", "AVX512EVEX",
-         ("AVX512F", "VAES")),
+        (
+            "62f27d28dcc1",
+            "VAESENC",
+            "evex",
+            "ymm",
+            "AVX512_VAES_256",
+            "AVX512EVEX",
+            ("AVX512VL", "VAES"),
+        ),
+        (
+            "62f27d48dcc1",
+            "VAESENC",
+            "evex",
+            "zmm",
+            "AVX512_VAES_512",
+            "AVX512EVEX",
+            ("AVX512F", "VAES"),
+        ),
         ("660f3a44c100", "PCLMULQDQ", "legacy", "xmm", "PCLMULQDQ", "PCLMULQDQ", ("PCLMULQDQ",)),
         ("c4e37544c100", "VPCLMULQDQ", "vex", "ymm", "VPCLMULQDQ", "VPCLMULQDQ", ("VPCLMULQDQ",)),
-        ("62f3752844c100", "VPCLMULQDQ", "evex", "ymm", "AVX512_VPCLMULQDQ_256", "AVX512EVEX",
-         ("AVX512VL", "VPCLMULQDQ")),
-        ("62f3754844c100", "VPCLMULQDQ", "evex", "zmm", "AVX512_VPCLMULQDQ_512", "AVX512EVEX",
-         ("AVX512F", "VPCLMULQDQ")),
+        (
+            "62f3752844c100",
+            "VPCLMULQDQ",
+            "evex",
+            "ymm",
+            "AVX512_VPCLMULQDQ_256",
+            "AVX512EVEX",
+            ("AVX512VL", "VPCLMULQDQ"),
+        ),
+        (
+            "62f3754844c100",
+            "VPCLMULQDQ",
+            "evex",
+            "zmm",
+            "AVX512_VPCLMULQDQ_512",
+            "AVX512EVEX",
+            ("AVX512F", "VPCLMULQDQ"),
+        ),
         ("c5fdefc0", "VPXOR", "vex", "ymm", "AVX2", "AVX2", ("AVX2",)),
         ("62f1fd48efc0", "VPXORQ", "evex", "zmm", "AVX512F_512", "AVX512EVEX", ("AVX512F",)),
         ("c5f892c8", "KMOVW", "vex", "none", "AVX512F_KOP", "AVX512VEX", ("AVX512F",)),
@@ -47,7 +75,7 @@ def _model(isa: set[str], bits: int, name: str = "m") -> CpuModel:
         ("4889c3", "MOV", "legacy", "none", "I86", "BASE", ("X64",)),
         ("4863c3", "MOVSXD", "legacy", "none", "LONGMODE", "LONGMODE", ("X64",)),
     ],
-)  # fmt: skip
+)
 def test_fields(
     hexbytes: str,
     mnemonic: str,
@@ -110,11 +138,21 @@ def test_chip_check_features() -> None:
 
 def test_chip_check_avx10_256_model() -> None:
     gnr256 = _model(
-        {"AVX", "AVX2", "AES", "PCLMULQDQ", "VAES", "VPCLMULQDQ", "AVX512F", "AVX512VL",
-         "AVX512BW", "AVX512DQ"},
+        {
+            "AVX",
+            "AVX2",
+            "AES",
+            "PCLMULQDQ",
+            "VAES",
+            "VPCLMULQDQ",
+            "AVX512F",
+            "AVX512VL",
+            "AVX512BW",
+            "AVX512DQ",
+        },
         256,
         "gnr256",
-    )  # fmt: skip
+    )
     assert chip_check(decode(bytes.fromhex("62f27d28dcc1")), gnr256) is None  # EVEX ymm VAES
     why = chip_check(decode(bytes.fromhex("62f27d48dcc1")), gnr256)  # zmm VAES
     assert why is not None and "zmm" in why
@@ -167,11 +205,44 @@ def test_chip_check_xcr0_state() -> None:
 # --- hint NOPs ---------------------------------------------------------------
 
 # The shipped matrix's oldest models, as far as the chip check looks at them.
-_X86_64 = {"INTEL8086", "INTEL186", "INTEL286", "INTEL386", "INTEL486", "CPUID", "PAUSE",
-           "MULTIBYTENOP", "FPU", "FPU287", "FPU387", "TSC", "CX8", "SEP", "CMOV", "CLFSH",
-           "MMX", "FXSR", "SSE", "SSE2", "SYSCALL", "X64", "SSE3", "CMPXCHG16B"}  # fmt: skip
-_SNB = _X86_64 | {"SSSE3", "SSE4_1", "SSE4_2", "POPCNT", "RDTSCP", "AES", "PCLMULQDQ", "AVX",
-                  "XSAVE", "XSAVEOPT"}  # fmt: skip
+_X86_64 = {
+    "INTEL8086",
+    "INTEL186",
+    "INTEL286",
+    "INTEL386",
+    "INTEL486",
+    "CPUID",
+    "PAUSE",
+    "MULTIBYTENOP",
+    "FPU",
+    "FPU287",
+    "FPU387",
+    "TSC",
+    "CX8",
+    "SEP",
+    "CMOV",
+    "CLFSH",
+    "MMX",
+    "FXSR",
+    "SSE",
+    "SSE2",
+    "SYSCALL",
+    "X64",
+    "SSE3",
+    "CMPXCHG16B",
+}
+_SNB = _X86_64 | {
+    "SSSE3",
+    "SSE4_1",
+    "SSE4_2",
+    "POPCNT",
+    "RDTSCP",
+    "AES",
+    "PCLMULQDQ",
+    "AVX",
+    "XSAVE",
+    "XSAVEOPT",
+}
 
 
 @pytest.mark.parametrize(
@@ -237,8 +308,18 @@ def test_real_cet_and_prefetchw_instructions_are_still_checked() -> None:
 
 # --- vector width: VSIB index, VEX.L / EVEX.L'L, rounding ----------------------
 
-_GNR256_ISA = {"AVX", "AVX2", "AES", "PCLMULQDQ", "VAES", "VPCLMULQDQ", "AVX512F", "AVX512VL",
-               "AVX512BW", "AVX512DQ"}  # fmt: skip
+_GNR256_ISA = {
+    "AVX",
+    "AVX2",
+    "AES",
+    "PCLMULQDQ",
+    "VAES",
+    "VPCLMULQDQ",
+    "AVX512F",
+    "AVX512VL",
+    "AVX512BW",
+    "AVX512DQ",
+}
 
 
 @pytest.mark.parametrize(

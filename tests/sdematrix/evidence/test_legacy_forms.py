@@ -87,8 +87,9 @@ def test_plain_bsf_and_other_instructions_are_not_legacy_forms() -> None:
         assert insn.legacy is None
         assert as_executed(insn, nhm) is insn
     # POPCNT has no older meaning: on p4p it is #UD, reported as missing
-    assert "POPCNT not in model p4p" in (chip_check(decode(bytes.fromhex("f30fb8c0")),
-                                                   MODELS["p4p"]) or "")  # fmt: skip
+    assert "POPCNT not in model p4p" in (
+        chip_check(decode(bytes.fromhex("f30fb8c0")), MODELS["p4p"]) or ""
+    )
 
 
 def test_wbnoinvd_is_wbinvd_without_the_feature() -> None:
@@ -222,8 +223,9 @@ def _sdematrix(*args: str) -> subprocess.CompletedProcess[str]:
 @needs_gcc
 def test_exec_lzcnt_program_fails_on_wsm_with_the_bsr_message(tmp_path: Path) -> None:
     exe = _build(tmp_path, "lz", "clz", "-mlzcnt")
-    dis = subprocess.run(["objdump", "-d", str(exe)], capture_output=True, text=True,
-                         check=True).stdout  # fmt: skip
+    dis = subprocess.run(
+        ["objdump", "-d", str(exe)], capture_output=True, text=True, check=True
+    ).stdout
     assert "lzcnt" in dis  # gcc really emitted F3 0F BD
     out = tmp_path / "out"
     p = _sdematrix("exec", "--cpu", "wsm,hsw", "--out", str(out), "--", str(exe))
@@ -284,8 +286,9 @@ def test_zero_source_is_a_violation_only_where_tzcnt_is_bsf() -> None:
     codes = {(0, 0x1000): TZCNT, (0, 0x1008): LZCNT}
 
     def viol(model: str) -> list[str]:
-        vs = zero_source_violations(out.tzcnt_zero, lambda s, a: codes.get((s, a)),
-                                    lambda _s: _loc, MODELS[model])  # fmt: skip
+        vs = zero_source_violations(
+            out.tzcnt_zero, lambda s, a: codes.get((s, a)), lambda _s: _loc, MODELS[model]
+        )
         return [v.reason for v in vs]
 
     want = "TZCNT of zero executes as BSF on nhm: result differs (3 executions with a zero "

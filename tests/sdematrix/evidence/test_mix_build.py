@@ -24,11 +24,13 @@ def _space(functions: dict[int, Location]):
 
 
 def test_counts_forms_images_functions_and_ranges() -> None:
-    a = _space({
-        0x1000: Location("/lib/a.so", "enc", 0x1000, 0x1040),
-        0x1005: Location("/lib/a.so", "enc", 0x1000, 0x1040),
-        0x2000: Location("/bin/p", "main", 0x2000, 0x2100),
-    })  # fmt: skip
+    a = _space(
+        {
+            0x1000: Location("/lib/a.so", "enc", 0x1000, 0x1040),
+            0x1005: Location("/lib/a.so", "enc", 0x1000, 0x1040),
+            0x2000: Location("/bin/p", "main", 0x2000, 0x2100),
+        }
+    )
     # a second address space naming the same function with another range:
     # the first range seen is kept
     b = _space({0x1000: Location("/lib/a.so", "enc", 0x7000, 0x7040)})
@@ -63,8 +65,10 @@ def test_counts_forms_images_functions_and_ranges() -> None:
     assert {k: v.total for k, v in mix.images.items()} == {"/lib/a.so": 15, "/bin/p": 1, "?": 5}
     fns = {(f.name, f.image): f for f in mix.functions}
     assert [(f.name, f.counts.total) for f in mix.functions] == [
-        ("enc", 15), ("main", 1), ("?+0x3000", 5)
-    ]  # fmt: skip
+        ("enc", 15),
+        ("main", 1),
+        ("?+0x3000", 5),
+    ]
     assert (fns["enc", "/lib/a.so"].lo, fns["enc", "/lib/a.so"].hi) == (0x1000, 0x1040)
     assert (fns["main", "/bin/p"].lo, fns["main", "/bin/p"].hi) == (0x2000, 0x2100)
     assert (fns["?+0x3000", "?"].lo, fns["?+0x3000", "?"].hi) == (None, None)
@@ -82,8 +86,11 @@ def test_real_symbolizer_of_this_process() -> None:
     sym = Symbolizer(maps)
     # the first executable file mapping, read from the maps text itself
     # (not through the Symbolizer under test)
-    fields = next(f for f in (ln.split() for ln in maps.splitlines())
-                  if len(f) >= 6 and f[5].startswith("/") and "x" in f[1])
+    fields = next(
+        f
+        for f in (ln.split() for ln in maps.splitlines())
+        if len(f) >= 6 and f[5].startswith("/") and "x" in f[1]
+    )
     lo, path = int(fields[0].split("-")[0], 16), fields[5]
     mix = mix_from_executed("ptrace", [Executed(lo, RET, 7, sym.locate)])
     assert list(mix.images) == [path] and mix.images[path].total == 7
@@ -91,10 +98,17 @@ def test_real_symbolizer_of_this_process() -> None:
 
 def _check_model(isa: str, bits: int, xcr0: int) -> CpuModel:
     return CpuModel(
-        name="m", title="M", vendor="GenuineIntel", sde_chip=None, qemu_model=None,
-        chip_check_exe_only=False, cpuid=(), xcr0=xcr0,
-        isa=frozenset(isa.split()) | BASELINE_FEATURES, max_vector_bits=bits,
-    )  # fmt: skip
+        name="m",
+        title="M",
+        vendor="GenuineIntel",
+        sde_chip=None,
+        qemu_model=None,
+        chip_check_exe_only=False,
+        cpuid=(),
+        xcr0=xcr0,
+        isa=frozenset(isa.split()) | BASELINE_FEATURES,
+        max_vector_bits=bits,
+    )
 
 
 def test_checked_mix_one_violation_per_offending_address() -> None:

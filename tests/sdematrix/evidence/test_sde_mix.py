@@ -216,11 +216,16 @@ def test_fixture_partial_function_coverage_makes_image_forbids_undecidable(fixtu
 def test_forbidden_rows_all_in_listed_functions_are_decidable():
     """Partial coverage, but every forbidden instruction is in a listed
     function: the scoped count is exact (here it fails the check, rightly)."""
-    fn = ("# $dynamic-counts-for-function: f  IMG: /bin/vc-probe at [0x1000, 0x1100)  50.000%\n"
-          "#\nVAESENC_ZMMu128_ZMMu128_ZMMu128_AVX512 5\nADD_GPRv_IMMb 5\n*total 10\n")
-    text = ("# Mix output version 10\n# EMIT_GLOBAL_DYNAMIC_STATS   EMIT# 1\n" + fn
-            + "# $global-dynamic-counts\n#\nVAESENC_ZMMu128_ZMMu128_ZMMu128_AVX512 5\n"
-            "ADD_GPRv_IMMb 15\n*total 20\n")  # fmt: skip
+    fn = (
+        "# $dynamic-counts-for-function: f  IMG: /bin/vc-probe at [0x1000, 0x1100)  50.000%\n"
+        "#\nVAESENC_ZMMu128_ZMMu128_ZMMu128_AVX512 5\nADD_GPRv_IMMb 5\n*total 10\n"
+    )
+    text = (
+        "# Mix output version 10\n# EMIT_GLOBAL_DYNAMIC_STATS   EMIT# 1\n"
+        + fn
+        + "# $global-dynamic-counts\n#\nVAESENC_ZMMu128_ZMMu128_ZMMu128_AVX512 5\n"
+        "ADD_GPRv_IMMb 15\n*total 20\n"
+    )
     m = parse_mix_text(text)
     assert m.meta["function_coverage"] == 0.5
     zmm = Selector(width="zmm")

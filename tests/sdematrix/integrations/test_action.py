@@ -36,8 +36,9 @@ def _ptrace_missing() -> str | None:
     return PtraceBackend().unavailable_reason()
 
 
-needs_ptrace = pytest.mark.skipif(_ptrace_missing() is not None,
-                                  reason=f"ptrace backend: {_ptrace_missing()}")  # fmt: skip
+needs_ptrace = pytest.mark.skipif(
+    _ptrace_missing() is not None, reason=f"ptrace backend: {_ptrace_missing()}"
+)
 
 
 def _run(argv: list[str], timeout: float = 600, **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -86,8 +87,9 @@ def test_readme_documents_the_action() -> None:
     text = (ROOT / "README.md").read_text()
     block = text.split("uses: OWNER/vaescrypt@", 1)
     assert len(block) == 2, "README has no example of the action"
-    example = yaml.safe_load(block[0].rsplit("```yaml", 1)[1] + "uses: OWNER/vaescrypt@" +
-                             block[1].split("```", 1)[0])  # fmt: skip
+    example = yaml.safe_load(
+        block[0].rsplit("```yaml", 1)[1] + "uses: OWNER/vaescrypt@" + block[1].split("```", 1)[0]
+    )
     steps = example["jobs"]["cpu-paths"]["steps"]
     used = next(s for s in steps if str(s.get("uses", "")).startswith("OWNER/vaescrypt@"))
     assert set(used["with"]) <= set(yaml.safe_load(ACTION.read_text())["inputs"])
@@ -96,8 +98,14 @@ def test_readme_documents_the_action() -> None:
 @needs_ptrace
 def test_action_validates_the_example_project(tmp_path: Path) -> None:
     src = _build(tmp_path)
-    p = _action(tmp_path, program=f"{src}/tiny_demo", expect=f"{src}/expect.yaml", cpus=CPUS,
-                backend="ptrace", args="--jobs 2")  # fmt: skip
+    p = _action(
+        tmp_path,
+        program=f"{src}/tiny_demo",
+        expect=f"{src}/expect.yaml",
+        cpus=CPUS,
+        backend="ptrace",
+        args="--jobs 2",
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert "every model passed" in p.stdout
     root = ET.parse(tmp_path / "sdematrix-junit.xml").getroot()
@@ -119,16 +127,20 @@ def test_action_validates_the_example_project(tmp_path: Path) -> None:
 @needs_ptrace
 def test_action_catches_a_dispatcher_without_the_xcr0_check(tmp_path: Path) -> None:
     src = _build(tmp_path, ("if ((lo & 6u) != 6u)\n        return 0;", "(void)lo;"))
-    p = _action(tmp_path, program=f"{src}/tiny_demo", expect=f"{src}/expect.yaml",
-                cpus="hsw,spr_xcr0_sse", backend="ptrace")  # fmt: skip
+    p = _action(
+        tmp_path,
+        program=f"{src}/tiny_demo",
+        expect=f"{src}/expect.yaml",
+        cpus="hsw,spr_xcr0_sse",
+        backend="ptrace",
+    )
     assert p.returncode == 1, p.stdout + p.stderr
     assert "::error title=sdematrix::some model failed" in p.stdout
     root = ET.parse(tmp_path / "sdematrix-junit.xml").getroot()
     failed = [c.get("name") for c in root.iter("testcase") if c.find("failure") is not None]
     # both the expectation (spr_xcr0_sse lacks usable AVX2: XCR0 has no YMM
     # state) and the chip check (AVX with XCR0 lacking YMM state)
-    assert failed == ["spr_xcr0_sse: run and chip check",
-                      "spr_xcr0_sse: scalar path without AVX2"]
+    assert failed == ["spr_xcr0_sse: run and chip check", "spr_xcr0_sse: scalar path without AVX2"]
     chip = next(c for c in root.iter("testcase") if c.get("name") == failed[0])
     assert "chip check (spr_xcr0_sse)" in (chip.find("failure").text or "")
     summary = (tmp_path / "summary.md").read_text()

@@ -77,8 +77,20 @@ def test_sde_path_is_a_host_kit_mounted_into_the_containers(tmp_path: Path) -> N
     assert dr.host_sde_mount(str(exe)) == (kit.resolve(), f"{dr.SDE_MOUNT}/sde64")
     # no sde64 there: one line, exit 2, before any engine is asked
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent"}
-    p = _run(_cli("docker", "run", "--cpu", "snb", "--sde-path", str(tmp_path / "none"),
-                  "--out", str(tmp_path / "o")), 60, env=env)  # fmt: skip
+    p = _run(
+        _cli(
+            "docker",
+            "run",
+            "--cpu",
+            "snb",
+            "--sde-path",
+            str(tmp_path / "none"),
+            "--out",
+            str(tmp_path / "o"),
+        ),
+        60,
+        env=env,
+    )
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert lines == [f"sdematrix: error: --sde-path {tmp_path / 'none'}: no sde64 there"], lines
@@ -101,8 +113,10 @@ def _suite_xml(name: str, tests: int, failures: int) -> str:
         f'<testcase classname="x" name="f{i}"><failure message="m"/></testcase>'
         for i in range(failures)
     )
-    return (f'<testsuites><testsuite name="{name}" tests="{tests}" failures="{failures}" '
-            f'errors="0" skipped="0" time="1.5">{cases}</testsuite></testsuites>')  # fmt: skip
+    return (
+        f'<testsuites><testsuite name="{name}" tests="{tests}" failures="{failures}" '
+        f'errors="0" skipped="0" time="1.5">{cases}</testsuite></testsuites>'
+    )
 
 
 def test_merge_junit_sums_and_adds_error_suites(tmp_path: Path) -> None:
@@ -183,12 +197,29 @@ def test_docker_run_small_matrix(project_image: str, tmp_path: Path) -> None:
     t0 = time.monotonic()
     p = _run(
         # the options `run` has, with the same meaning (issue 14's CLI consistency)
-        _cli("docker", "run", "--cpu", ",".join(SMALL), "--jobs", "2",
-             "--base-image", BASE_IMAGE, "--image", project_image, "--out", str(out),
-             "--junit", str(tmp_path / "j" / "all.xml"), "--report", str(tmp_path / "rep"),
-             "--cpuid-mode", "bp"),
-        900, cwd=ROOT,
-    )  # fmt: skip
+        _cli(
+            "docker",
+            "run",
+            "--cpu",
+            ",".join(SMALL),
+            "--jobs",
+            "2",
+            "--base-image",
+            BASE_IMAGE,
+            "--image",
+            project_image,
+            "--out",
+            str(out),
+            "--junit",
+            str(tmp_path / "j" / "all.xml"),
+            "--report",
+            str(tmp_path / "rep"),
+            "--cpuid-mode",
+            "bp",
+        ),
+        900,
+        cwd=ROOT,
+    )
     took = time.monotonic() - t0
     assert p.returncode == 0, p.stdout + p.stderr
     assert (tmp_path / "j" / "all.xml").read_bytes() == (out / "junit.xml").read_bytes()
@@ -218,8 +249,15 @@ def test_container_without_results_gets_error_suite(project_image: str, tmp_path
     # An option the in-container CLI refuses: the container exits 2 and
     # writes nothing; the merged JUnit must say so rather than drop the CPU.
     out = tmp_path / "bad"
-    code = dr.run_in_docker(["snb"], out=out, jobs=1, image=project_image, context=ROOT,
-                            extra_args=["--no-such-option"], log=lambda s: None)  # fmt: skip
+    code = dr.run_in_docker(
+        ["snb"],
+        out=out,
+        jobs=1,
+        image=project_image,
+        context=ROOT,
+        extra_args=["--no-such-option"],
+        log=lambda s: None,
+    )
     assert code == 2
     assert not _labelled()
     suites = list(ET.parse(out / "junit.xml").getroot().iter("testsuite"))
@@ -234,10 +272,23 @@ def test_container_without_results_gets_error_suite(project_image: str, tmp_path
 def test_sigterm_removes_every_container(project_image: str, tmp_path: Path) -> None:
     out = tmp_path / "st"
     proc = subprocess.Popen(
-        _cli("docker", "run", "--cpu", "snb,spr,gnr256,wsm", "--jobs", "2",
-             "--image", project_image, "--out", str(out)),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
-    )  # fmt: skip
+        _cli(
+            "docker",
+            "run",
+            "--cpu",
+            "snb,spr,gnr256,wsm",
+            "--jobs",
+            "2",
+            "--image",
+            project_image,
+            "--out",
+            str(out),
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         deadline = time.monotonic() + 120
         while not _labelled():
@@ -272,13 +323,48 @@ def test_runtime_image_is_slim_and_needs_no_compiler(project_image: str) -> None
         "for c in cc gcc c99 clang tcc; do command -v $c && exit 3; done; "
         "python -c 'from sdematrix.qemu_plugin import build_plugin; print(build_plugin())'"
     )
-    p = _run(["docker", "run", "--rm", "--user", "4321:4321", "-e", "HOME=/tmp",
-              "--entrypoint", "sh", project_image, "-c", probe], 120)  # fmt: skip
+    p = _run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--user",
+            "4321:4321",
+            "-e",
+            "HOME=/tmp",
+            "--entrypoint",
+            "sh",
+            project_image,
+            "-c",
+            probe,
+        ],
+        120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.startswith("/var/cache/xdg/sdematrix/qemu-mix-plugin-"), p.stdout
     # a real qemu-backend run of one model in that container
-    r = _run(["docker", "run", "--rm", "--user", "4321:4321", "-e", "HOME=/tmp", project_image,
-              "run", "--cpu", "snb", "--backend", "qemu", "--jobs", "2", "--out", "/tmp/q"], 600)  # fmt: skip
+    r = _run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--user",
+            "4321:4321",
+            "-e",
+            "HOME=/tmp",
+            project_image,
+            "run",
+            "--cpu",
+            "snb",
+            "--backend",
+            "qemu",
+            "--jobs",
+            "2",
+            "--out",
+            "/tmp/q",
+        ],
+        600,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "0 failed, 0 errors, 0 skipped" in r.stdout, r.stdout
     print(f"{project_image}: {size / 1e6:.0f} MB")

@@ -17,12 +17,20 @@ from sdematrix.integrations.pytest_plugin import SHIPPED_TESTS
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _pytest(*args: str, cwd: Path, env: dict[str, str] | None = None,
-            ) -> subprocess.CompletedProcess[str]:
+def _pytest(
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=600, check=False, env=env,
-    )  # fmt: skip
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env=env,
+    )
 
 
 def test_without_option_the_plugin_adds_nothing(tmp_path: Path) -> None:
@@ -36,8 +44,9 @@ def test_without_option_the_plugin_adds_nothing(tmp_path: Path) -> None:
 
 
 def test_unknown_cpu_is_a_usage_error_listing_names(tmp_path: Path) -> None:
-    p = _pytest("-q", f"--sde-matrix={ROOT / 'sde_matrix.yaml'}", "--sde-cpu=spr,nosuchcpu",
-                cwd=tmp_path)  # fmt: skip
+    p = _pytest(
+        "-q", f"--sde-matrix={ROOT / 'sde_matrix.yaml'}", "--sde-cpu=spr,nosuchcpu", cwd=tmp_path
+    )
     assert p.returncode == 4, p.stdout + p.stderr  # pytest's usage-error exit code
     err = p.stderr
     assert "nosuchcpu" in err and "spr" in err and "snb" in err
@@ -47,8 +56,9 @@ def test_unknown_cpu_is_a_usage_error_listing_names(tmp_path: Path) -> None:
 def test_broken_probe_is_a_usage_error(tmp_path: Path) -> None:
     missing = tmp_path / "no-probe"
     env = {**os.environ, "SDEMATRIX_PROBE": str(missing)}
-    p = _pytest("-q", f"--sde-matrix={ROOT / 'sde_matrix.yaml'}", "--sde-cpu=snb",
-                cwd=tmp_path, env=env)  # fmt: skip
+    p = _pytest(
+        "-q", f"--sde-matrix={ROOT / 'sde_matrix.yaml'}", "--sde-cpu=snb", cwd=tmp_path, env=env
+    )
     assert p.returncode == 4, p.stdout + p.stderr
     assert f"--sde-cpu: SDEMATRIX_PROBE={missing}: no such file" in p.stderr
     assert "Traceback" not in p.stderr
@@ -61,9 +71,17 @@ _SNB_SPR_WHY = ptrace_skip_reason(ROOT / "sde_matrix.yaml", ["snb", "spr"])
 @pytest.mark.skipif(_SNB_SPR_WHY is not None, reason=str(_SNB_SPR_WHY))
 def test_sde_cpu_runs_the_shipped_checks_with_junit_properties(tmp_path: Path) -> None:
     junit = tmp_path / "sde.xml"
-    p = _pytest("-q", f"--sde-matrix={ROOT / 'sde_matrix.yaml'}", "--sde-cpu=snb,spr",
-                "--sde-backend=ptrace", "-k", "gcm and encrypt", f"--junitxml={junit}",
-                str(SHIPPED_TESTS), cwd=tmp_path)  # fmt: skip
+    p = _pytest(
+        "-q",
+        f"--sde-matrix={ROOT / 'sde_matrix.yaml'}",
+        "--sde-cpu=snb,spr",
+        "--sde-backend=ptrace",
+        "-k",
+        "gcm and encrypt",
+        f"--junitxml={junit}",
+        str(SHIPPED_TESTS),
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
     cases = list(ET.parse(junit).iter("testcase"))
     # 2 CPUs x 2 gcm encrypt workloads x 4 checks

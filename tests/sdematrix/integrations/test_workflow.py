@@ -171,7 +171,9 @@ def test_sde_is_installed_pinned_and_cached() -> None:
     assert i_version < i_cache < i_install
     shard = SDE_SHARD.read_text()
     # the shard script installs SDE, then runs the matrix with it
-    assert shard.index('bash "$here/install-sde.sh"') < shard.index("exec sdematrix run --backend sde")
+    assert shard.index('bash "$here/install-sde.sh"') < shard.index(
+        "exec sdematrix run --backend sde"
+    )
     # install-sde.sh's default destination is what gets cached ...
     script = INSTALL_SDE.read_text()
     assert 'dest="${1:-${HOME}/.cache/sdematrix/sde-${SDE_VERSION}}"' in script
@@ -355,8 +357,9 @@ def test_sde_sources_in_order_and_a_missing_sde_fails_when_required() -> None:
 
 def test_shards_option(tmp_path: Path) -> None:
     def emit(*extra: str) -> list[dict[str, str]]:
-        p = _run([sys.executable, "-m", "sdematrix", "list-cpus", "--github-matrix", *extra],
-                 cwd=ROOT)  # fmt: skip
+        p = _run(
+            [sys.executable, "-m", "sdematrix", "list-cpus", "--github-matrix", *extra], cwd=ROOT
+        )
         assert p.returncode == 0, p.stderr
         return list(json.loads(p.stdout)["include"])
 
@@ -368,8 +371,10 @@ def test_shards_option(tmp_path: Path) -> None:
         sizes = [len(sh["cpus"].split(",")) for sh in shards]
         assert sum(sizes) == n_sde and max(sizes) - min(sizes) <= 1  # balanced
     assert len(emit("--shards", "1000")) == n_sde  # never an empty shard
-    bad = _run([sys.executable, "-m", "sdematrix", "list-cpus", "--github-matrix", "--shards", "0"],
-               cwd=ROOT)  # fmt: skip
+    bad = _run(
+        [sys.executable, "-m", "sdematrix", "list-cpus", "--github-matrix", "--shards", "0"],
+        cwd=ROOT,
+    )
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and "--shards" in bad.stderr
 
 
@@ -476,10 +481,17 @@ def test_cibuildwheel_tests_the_installed_wheel() -> None:
 def _no_sde_env(tmp: Path, **extra: str) -> dict[str, str]:
     """No SDE source at all: an empty cache (HOME), no mirror, and an Intel
     URL that is a missing local file (no network)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("SDE_MIRROR_URL", "SDE_TARBALL",
-                                                           "SDE_REQUIRED", "SDE_PATH")}  # fmt: skip
-    env.update(HOME=str(tmp / "home"), GITHUB_STEP_SUMMARY=str(tmp / "summary.md"),
-               SDE_URL_OVERRIDE=f"file://{tmp}/no-such-sde.tar.xz", SHARD="sde-1-of-1")  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SDE_MIRROR_URL", "SDE_TARBALL", "SDE_REQUIRED", "SDE_PATH")
+    }
+    env.update(
+        HOME=str(tmp / "home"),
+        GITHUB_STEP_SUMMARY=str(tmp / "summary.md"),
+        SDE_URL_OVERRIDE=f"file://{tmp}/no-such-sde.tar.xz",
+        SHARD="sde-1-of-1",
+    )
     env.update(extra)
     return env
 
@@ -531,8 +543,25 @@ def test_sde_shard_runs_the_matrix_with_an_installed_sde(tmp_path: Path) -> None
 
 def _ptrace_shard_results(tmp: Path, name: str, cpus: str) -> Path:
     d = tmp / "results" / f"results-{name}"
-    p = _run([sys.executable, "-m", "sdematrix", "run", "--backend", "ptrace", "--cpu", cpus,
-              "--out", str(d), "--junit", str(d / "junit.xml"), "--jobs", "2"], cwd=ROOT)  # fmt: skip
+    p = _run(
+        [
+            sys.executable,
+            "-m",
+            "sdematrix",
+            "run",
+            "--backend",
+            "ptrace",
+            "--cpu",
+            cpus,
+            "--out",
+            str(d),
+            "--junit",
+            str(d / "junit.xml"),
+            "--jobs",
+            "2",
+        ],
+        cwd=ROOT,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr
     return d
 
@@ -571,8 +600,20 @@ def PtraceUnavailable() -> str | None:
 
 
 def test_ptrace_matrix_shards_every_model() -> None:
-    p = _run([sys.executable, "-m", "sdematrix", "list-cpus", "--github-matrix", "--backend",
-              "ptrace", "--shards", "4"], cwd=ROOT)  # fmt: skip
+    p = _run(
+        [
+            sys.executable,
+            "-m",
+            "sdematrix",
+            "list-cpus",
+            "--github-matrix",
+            "--backend",
+            "ptrace",
+            "--shards",
+            "4",
+        ],
+        cwd=ROOT,
+    )
     assert p.returncode == 0, p.stderr
     shards = json.loads(p.stdout)["include"]
     models = yaml.safe_load((ROOT / "sde_matrix.yaml").read_text())["models"]
@@ -602,13 +643,16 @@ def test_host_split_names_what_a_runner_without_avx512_cannot_run(
     if PtraceUnavailable():
         pytest.skip(PtraceUnavailable())
     real = ptrace.host_features()
-    monkeypatch.setattr(ptrace, "host_features",
-                        lambda: frozenset(f for f in real if not f.startswith("AVX512")))  # fmt: skip
+    monkeypatch.setattr(
+        ptrace, "host_features", lambda: frozenset(f for f in real if not f.startswith("AVX512"))
+    )
     matrix = load_matrix_arg(None)
     split = host_split(matrix, ["hsw", "spr", "icl", "zen3"], "ptrace")
     assert split["runnable"] == ["hsw", "zen3"]
     assert set(split["cannot"]) == {"spr", "icl"}
-    assert "host CPU lacks AVX512" in split["cannot"]["spr"] and "model spr" in split["cannot"]["spr"]
+    assert (
+        "host CPU lacks AVX512" in split["cannot"]["spr"] and "model spr" in split["cannot"]["spr"]
+    )
 
 
 @pytest.mark.xdist_group("docker")
@@ -634,19 +678,39 @@ def test_ptrace_shard_script_runs_the_50_models_in_docker(tmp_path: Path) -> Non
         if base == "sdematrix-base:bookworm":
             for script in ("make-base-image.sh", "build-wheelhouse.sh"):
                 args = [base] if script == "make-base-image.sh" else []
-                p = subprocess.run(["bash", str(ROOT / "ci" / script), *args],
-                                   capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+                p = subprocess.run(
+                    ["bash", str(ROOT / "ci" / script), *args],
+                    capture_output=True,
+                    text=True,
+                    timeout=900,
+                    check=False,
+                )
                 assert p.returncode == 0, f"ci/{script} failed: {p.stderr[-2000:]}"
         dr.ensure_image(client, image, ROOT, rebuild=True, base_image=base, log=lambda _m: None)
     models = yaml.safe_load((ROOT / "sde_matrix.yaml").read_text())["models"]
     out = tmp_path / "results" / "ptrace-1-of-1"
-    env = {**os.environ, "SDEMATRIX_IMAGE": image, "SHARD": "ptrace-1-of-1",
-           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"), "JOBS": "2"}  # fmt: skip
-    p = subprocess.run(["bash", str(PTRACE_SHARD), ",".join(models), str(out)], cwd=ROOT,
-                       env=env, capture_output=True, text=True, timeout=3600, check=False)  # fmt: skip
+    env = {
+        **os.environ,
+        "SDEMATRIX_IMAGE": image,
+        "SHARD": "ptrace-1-of-1",
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "JOBS": "2",
+    }
+    p = subprocess.run(
+        ["bash", str(PTRACE_SHARD), ",".join(models), str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
     data = json.loads((out / "results.json").read_text())
-    bad = [f"{c['cell']}: {c['status']}: {'; '.join(c.get('reasons') or [])}"
-           for c in data["cells"] if c["status"] != "pass"]  # fmt: skip
+    bad = [
+        f"{c['cell']}: {c['status']}: {'; '.join(c.get('reasons') or [])}"
+        for c in data["cells"]
+        if c["status"] != "pass"
+    ]
     tail = "\n".join(bad) + "\n" + p.stdout[-2000:] + p.stderr[-2000:]
     assert p.returncode == 0, tail
     cannot = (out / "not-runnable.txt").read_text().splitlines()

@@ -30,13 +30,19 @@ def needs(tool: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(shutil.which(tool) is None, reason=f"{tool} not installed")
 
 
-def sdematrix(*args: str, stdin: bytes = b"", env: dict[str, str] | None = None,
-              timeout: float = 600) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def sdematrix(
+    *args: str, stdin: bytes = b"", env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     e = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "sdematrix", *args], input=stdin.decode(), capture_output=True,
-        text=True, env=e, timeout=timeout, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "sdematrix", *args],
+        input=stdin.decode(),
+        capture_output=True,
+        text=True,
+        env=e,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def results(out: Path) -> dict[str, dict]:
@@ -102,11 +108,30 @@ def test_openssl_cfb8_aes_ni_per_model(tmp_path: Path) -> None:
     src.write_bytes(bytes(range(64)))
     out = tmp_path / "out"
     p = sdematrix(
-        "exec", "--cpu", "p4p,wsm,hsw,icl,spr", "--region", "function:EVP_EncryptUpdate",
-        "--expect", str(exp), "--out", str(out), "--junit", str(tmp_path / "j.xml"), "--",
-        "openssl", "enc", "-aes-128-cfb8", "-K", KEY, "-iv", KEY, "-in", str(src),
-        "-out", str(tmp_path / "ct.bin"),
-    )  # fmt: skip
+        "exec",
+        "--cpu",
+        "p4p,wsm,hsw,icl,spr",
+        "--region",
+        "function:EVP_EncryptUpdate",
+        "--expect",
+        str(exp),
+        "--out",
+        str(out),
+        "--junit",
+        str(tmp_path / "j.xml"),
+        "--",
+        "openssl",
+        "enc",
+        "-aes-128-cfb8",
+        "-K",
+        KEY,
+        "-iv",
+        KEY,
+        "-in",
+        str(src),
+        "-out",
+        str(tmp_path / "ct.bin"),
+    )
     assert p.returncode == 0, p.stderr
     res = results(out)
     for m in ("p4p", "wsm", "hsw", "icl", "spr"):
@@ -126,8 +151,9 @@ def test_openssl_cfb8_aes_ni_per_model(tmp_path: Path) -> None:
 
 def _libcrypto_isa(mix_json: dict) -> dict[str, set[str]]:
     """function -> ISA sets it executed, for libcrypto's functions."""
-    return {f["name"]: set(f["by_isa_set"]) for f in mix_json["functions"]
-            if "libcrypto" in f["image"]}  # fmt: skip
+    return {
+        f["name"]: set(f["by_isa_set"]) for f in mix_json["functions"] if "libcrypto" in f["image"]
+    }
 
 
 @needs_ptrace
@@ -155,10 +181,29 @@ def test_openssl_gcm_aes_ni_per_model(tmp_path: Path) -> None:
     ct = tmp_path / "ct.der"
     cms = ["-secretkey", KEY, "-secretkeyid", "01"]
     p = sdematrix(
-        "exec", "--cpu", "p4p,wsm,hsw,icl,spr", "--expect", str(exp), "--out", str(out),
-        "--junit", str(tmp_path / "j.xml"), "--", "openssl", "cms", "-encrypt", "-binary",
-        "-aes-128-gcm", *cms, "-in", str(src), "-outform", "DER", "-out", str(ct),
-    )  # fmt: skip
+        "exec",
+        "--cpu",
+        "p4p,wsm,hsw,icl,spr",
+        "--expect",
+        str(exp),
+        "--out",
+        str(out),
+        "--junit",
+        str(tmp_path / "j.xml"),
+        "--",
+        "openssl",
+        "cms",
+        "-encrypt",
+        "-binary",
+        "-aes-128-gcm",
+        *cms,
+        "-in",
+        str(src),
+        "-outform",
+        "DER",
+        "-out",
+        str(ct),
+    )
     assert p.returncode == 0, p.stderr
     res = results(out)
     for m in ("p4p", "wsm", "hsw", "icl", "spr"):
@@ -174,8 +219,10 @@ def test_openssl_gcm_aes_ni_per_model(tmp_path: Path) -> None:
         stitched = [f for f, isa in fns[m].items() if {"AVXAES", "MOVBE"} <= isa]
         assert stitched, (m, fns[m])  # the AVX AES-NI+GHASH loop ran
     back = tmp_path / "back.bin"
-    subprocess.run(["openssl", "cms", "-decrypt", "-inform", "DER", "-in", str(ct), *cms,
-                    "-out", str(back)], check=True)  # fmt: skip
+    subprocess.run(
+        ["openssl", "cms", "-decrypt", "-inform", "DER", "-in", str(ct), *cms, "-out", str(back)],
+        check=True,
+    )
     assert back.read_bytes() == src.read_bytes()
 
 
@@ -206,8 +253,20 @@ def test_glibc_ifuncs_follow_the_model(tmp_path: Path) -> None:
     data = tmp_path / "words"
     data.write_text("".join(f"line {i} root{i % 7}\n" for i in range(2000)))
     out = tmp_path / "out"
-    p = sdematrix("exec", "--cpu", "p4p,hsw,icl", "--expect", str(exp), "--out", str(out),
-                  "--", "grep", "-c", "root3", str(data))  # fmt: skip
+    p = sdematrix(
+        "exec",
+        "--cpu",
+        "p4p,hsw,icl",
+        "--expect",
+        str(exp),
+        "--out",
+        str(out),
+        "--",
+        "grep",
+        "-c",
+        "root3",
+        str(data),
+    )
     assert p.returncode == 0, p.stderr
     res = results(out)
     for m in ("p4p", "hsw", "icl"):
@@ -219,15 +278,27 @@ def test_glibc_ifuncs_follow_the_model(tmp_path: Path) -> None:
 def test_python_hashlib_sha_ni(tmp_path: Path) -> None:
     out = tmp_path / "out"
     p = sdematrix(
-        "exec", "--cpu", "hsw,icl", "--region", "whole", "--out", str(out), "--",
-        "python3", "-S", "-c", "import hashlib; print(hashlib.sha256(b'x' * 4096).hexdigest())",
-    )  # fmt: skip
+        "exec",
+        "--cpu",
+        "hsw,icl",
+        "--region",
+        "whole",
+        "--out",
+        str(out),
+        "--",
+        "python3",
+        "-S",
+        "-c",
+        "import hashlib; print(hashlib.sha256(b'x' * 4096).hexdigest())",
+    )
     assert p.returncode == 0, p.stderr
     want = __import__("hashlib").sha256(b"x" * 4096).hexdigest()
     for m in ("hsw", "icl"):
         assert (out / m / "stdout").read_text().strip() == want
-    sha = {m: sum(n for k, n in mix(out, m)["overall"]["by_isa_set"].items() if k.startswith("SHA"))
-           for m in ("hsw", "icl")}  # fmt: skip
+    sha = {
+        m: sum(n for k, n in mix(out, m)["overall"]["by_isa_set"].items() if k.startswith("SHA"))
+        for m in ("hsw", "icl")
+    }
     assert sha["hsw"] == 0 and sha["icl"] > 0, sha
 
 
@@ -241,11 +312,12 @@ def test_baseline_build_chip_check(tmp_path: Path) -> None:
         "  for (int i = 0; i < n; i++) s += (a[i] << (sh & 31)) ^ (a[i] >> 3); return s; }\n"
         "int main(int argc, char **argv) { (void)argv; unsigned a[1024];\n"
         "  for (int i = 0; i < 1024; i++) a[i] = (unsigned)i * 2654435761u;\n"
-        "  printf(\"%u\\n\", work(a, 1024, argc + 4)); return 0; }\n"
+        '  printf("%u\\n", work(a, 1024, argc + 4)); return 0; }\n'
     )
     for march in ("x86-64-v3", "x86-64"):
-        subprocess.run(["gcc", "-O3", f"-march={march}", "-o", str(tmp_path / march), str(src)],
-                       check=True)  # fmt: skip
+        subprocess.run(
+            ["gcc", "-O3", f"-march={march}", "-o", str(tmp_path / march), str(src)], check=True
+        )
     bad = sdematrix("exec", "--cpu", "nhm", "--", str(tmp_path / "x86-64-v3"))
     assert bad.returncode == 1
     first = next(line for line in bad.stderr.splitlines() if "chip check (nhm)" in line)
@@ -316,7 +388,9 @@ def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
     v = res["nhm"]["violations"]
     image = "/memfd:jit (deleted)" if how == "memfd" else "[anon]"
     assert len(v) == 1 and v[0]["mnemonic"] == "VPADDD" and v[0]["image"] == image, v
-    assert v[0]["reason"] == "AVX2 not in model nhm; ISA set AVX2" and v[0]["bytes_hex"] == "c5fdfec1"
+    assert (
+        v[0]["reason"] == "AVX2 not in model nhm; ISA set AVX2" and v[0]["bytes_hex"] == "c5fdfec1"
+    )
     meta = res["nhm"]["meta"]
     assert meta["jit_regions"] == 1 and meta["jit_entries"] == 3 and meta["jit_steps"] == 9, meta
     assert (out / "nhm" / "stdout").read_text() == "jit ran\n"
@@ -352,7 +426,7 @@ def test_signal_handler_returns(tmp_path: Path) -> None:
         "static volatile int got;\nstatic void h(int s) { (void)s; got++; }\n"
         "int main(void) { struct sigaction sa = {0}; sa.sa_handler = h;\n"
         "  sigaction(SIGUSR1, &sa, 0); for (int i = 0; i < 3; i++) kill(getpid(), SIGUSR1);\n"
-        "  printf(\"got %d\\n\", got); return 0; }\n"
+        '  printf("got %d\\n", got); return 0; }\n'
     )
     exe = tmp_path / "sig"
     subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
@@ -400,14 +474,26 @@ def test_expect_schema_error_exit_2(tmp_path: Path) -> None:
 def test_sde_command_line(tmp_path: Path) -> None:
     log = tmp_path / "log"
     env = {"SDE_PATH": str(SDE_DOUBLE), "SDE_DOUBLE_LOG": str(log)}
-    p = sdematrix("exec", "--backend", "sde", "--print-command", "--cpu", "hsw", "--region",
-                  "whole", "--", "true", env=env)  # fmt: skip
+    p = sdematrix(
+        "exec",
+        "--backend",
+        "sde",
+        "--print-command",
+        "--cpu",
+        "hsw",
+        "--region",
+        "whole",
+        "--",
+        "true",
+        env=env,
+    )
     assert p.returncode == 0, p.stderr
     line = p.stderr.strip().splitlines()[-1]
     assert " -hsw " in line and " -mix " in line and "-omix" in line and line.endswith("-- true")
     assert "ssc_mark" not in line
-    p = sdematrix("exec", "--backend", "sde", "--cpu", "wsm", "--region", "marks", "--", "true",
-                  env=env)  # fmt: skip
+    p = sdematrix(
+        "exec", "--backend", "sde", "--cpu", "wsm", "--region", "marks", "--", "true", env=env
+    )
     assert p.returncode == 0, p.stderr
     argv = json.loads(log.read_text().splitlines()[-1])
     assert "-wsm" in argv and "-start_ssc_mark" in argv and argv[-2:] == ["--", "true"]

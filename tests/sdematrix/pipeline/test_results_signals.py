@@ -50,16 +50,36 @@ def env(tmp_path: Path) -> dict[str, str]:
     return cli_env(SDEMATRIX_PROBE=str(probe), FAKE_PROBE_PATH="aesni")
 
 
-def _run_until(tmp: Path, env: dict[str, str], needle: str, delay: float,
-               sig: signal.Signals) -> tuple[int, str, Path, Path]:  # fmt: skip
+def _run_until(
+    tmp: Path, env: dict[str, str], needle: str, delay: float, sig: signal.Signals
+) -> tuple[int, str, Path, Path]:
     out = tmp / "out"
     junit = tmp / "j" / "junit.xml"
     proc = subprocess.Popen(
-        cli_argv("run", "--matrix", str(SHIPPED_MATRIX), "--cpu", CPUS, "--backend", "sde",
-                 "--sde-path", str(SDE_DOUBLE), "--jobs", "2", "--out", str(out),
-                 "--junit", str(junit), "--report", str(out)),
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cli_argv(
+            "run",
+            "--matrix",
+            str(SHIPPED_MATRIX),
+            "--cpu",
+            CPUS,
+            "--backend",
+            "sde",
+            "--sde-path",
+            str(SDE_DOUBLE),
+            "--jobs",
+            "2",
+            "--out",
+            str(out),
+            "--junit",
+            str(junit),
+            "--report",
+            str(out),
+        ),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     err: list[str] = []
     assert proc.stderr is not None
     try:
@@ -109,8 +129,9 @@ CASES = [(signal.SIGTERM, n, d) for n, d in POINTS] + [
 ]
 
 
-@pytest.mark.parametrize(("sig", "needle", "delay"), CASES,
-                         ids=[f"{s.name}-{n}+{d}" for s, n, d in CASES])  # fmt: skip
+@pytest.mark.parametrize(
+    ("sig", "needle", "delay"), CASES, ids=[f"{s.name}-{n}+{d}" for s, n, d in CASES]
+)
 def test_signal_at_any_point_keeps_every_finished_cell(
     tmp_path: Path, env: dict[str, str], needle: str, delay: float, sig: signal.Signals
 ) -> None:

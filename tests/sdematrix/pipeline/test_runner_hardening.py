@@ -92,15 +92,28 @@ def test_misbehaving_probe_makes_error_cells_and_the_run_goes_on(
     pids = tmp_path / "pids"
     t0 = time.monotonic()
     r = run_cli(
-        "run", "--matrix", str(SHIPPED_MATRIX), "--backend", "ptrace", "--cpu", CPU,
-        "--jobs", "2", "--timeout", f"{TIMEOUT:g}", "--out", str(out), "--junit", str(junit),
+        "run",
+        "--matrix",
+        str(SHIPPED_MATRIX),
+        "--backend",
+        "ptrace",
+        "--cpu",
+        CPU,
+        "--jobs",
+        "2",
+        "--timeout",
+        f"{TIMEOUT:g}",
+        "--out",
+        str(out),
+        "--junit",
+        str(junit),
         env=cli_env(
             SDEMATRIX_PROBE=str(probe),
             BAD_PROBE_PLAN=",".join(f"{k}={v}" for k, v in PLAN.items()),
             BAD_PROBE_PIDS=str(pids),
         ),
         timeout=120,
-    )  # fmt: skip
+    )
     wall = time.monotonic() - t0
     assert r.returncode == 1, r.stderr[-3000:]
     assert "Traceback" not in r.stderr
@@ -186,16 +199,32 @@ def test_signal_ends_every_child_and_writes_the_finished_cells(
     pids = tmp_path / "pids"
     proc = subprocess.Popen(
         cli_argv(
-            "run", "--matrix", str(SHIPPED_MATRIX), "--backend", "ptrace", "--cpu", CPU,
-            "--jobs", "2", "--timeout", "600", "--out", str(out), "--junit", str(junit),
+            "run",
+            "--matrix",
+            str(SHIPPED_MATRIX),
+            "--backend",
+            "ptrace",
+            "--cpu",
+            CPU,
+            "--jobs",
+            "2",
+            "--timeout",
+            "600",
+            "--out",
+            str(out),
+            "--junit",
+            str(junit),
         ),
         env=cli_env(
-            SDEMATRIX_PROBE=str(probe), BAD_PROBE_PLAN="gcm=nojson,*=hang",
+            SDEMATRIX_PROBE=str(probe),
+            BAD_PROBE_PLAN="gcm=nojson,*=hang",
             BAD_PROBE_PIDS=str(pids),
         ),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=to_group,
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 60
         # two hanging cells, each with its three blocking processes

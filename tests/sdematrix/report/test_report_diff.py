@@ -28,8 +28,10 @@ def test_regressions_and_order(dirs):
         ("snb.cfb8.decrypt.128.32", "error", "pass"),
     ]
     assert [s.cell for s in rep.new_failures] == [
-        "icl.cfb128.decrypt.256.512", "spr.gcm.encrypt.128.100", "hsw.cfb1.encrypt.128.16",
-    ]  # fmt: skip
+        "icl.cfb128.decrypt.256.512",
+        "spr.gcm.encrypt.128.100",
+        "hsw.cfb1.encrypt.128.16",
+    ]
     assert rep.status_changes[-1].improvement
     moves = {(p.cell, p.old, p.new, p.expected) for p in rep.path_moves}
     assert moves == {
@@ -48,9 +50,11 @@ def test_added_removed(dirs):
     old, new = dirs
     rep = diff(old, new)
     assert {n for n, _s, _p in rep.removed} == {
-        f"wsm.{m}.{d}.{k}.{n}" for m, wl in resultsgen.WORKLOADS.items()
-        for d in ("encrypt", "decrypt") for k, n in wl
-    }  # fmt: skip
+        f"wsm.{m}.{d}.{k}.{n}"
+        for m, wl in resultsgen.WORKLOADS.items()
+        for d in ("encrypt", "decrypt")
+        for k, n in wl
+    }
     assert len(rep.added) == 10 and all(n.startswith("gnr.") for n, _s, _p in rep.added)
     assert all(s == "pass" and p for _n, s, p in rep.added)
 
@@ -93,8 +97,11 @@ def test_fix_only_is_not_a_regression(dirs):
     rep = diff(new, old)  # reversed: the failures get fixed, but paths move back
     assert [s.cell for s in rep.new_failures] == ["snb.cfb8.decrypt.128.32"]
     fixed = [s.cell for s in rep.status_changes if s.improvement]
-    assert set(fixed) == {"icl.cfb128.decrypt.256.512", "spr.gcm.encrypt.128.100",
-                          "hsw.cfb1.encrypt.128.16"}  # fmt: skip
+    assert set(fixed) == {
+        "icl.cfb128.decrypt.256.512",
+        "spr.gcm.encrypt.128.100",
+        "hsw.cfb1.encrypt.128.16",
+    }
 
 
 def test_render_text(dirs):
@@ -108,8 +115,10 @@ def test_render_text(dirs):
     assert len([ln for ln in lines[i + 1 :] if ln.startswith("  new ")]) == 3
     assert "  fixed    snb.cfb8.decrypt.128.32: error -> pass" in lines
     assert "  spr.gcm.encrypt.128.100: avx512 -> aesni (expected avx512)" in lines
-    assert any(ln.startswith("  adl.gcm.decrypt.256.512: total ") and "new ISA set AVX2_GFNI" in ln
-               for ln in lines)  # fmt: skip
+    assert any(
+        ln.startswith("  adl.gcm.decrypt.256.512: total ") and "new ISA set AVX2_GFNI" in ln
+        for ln in lines
+    )
     assert "  - wsm.gcm.encrypt.256.512 (was pass, aesni)" in lines
     assert "  + gnr.gcm.encrypt.256.512 (pass, avx512)" in lines
     assert lines[-1] == "verdict: 3 regression(s) (exit 1)"

@@ -46,9 +46,10 @@ class Dom(HTMLParser):
 
     def find(self, tag: str | None = None, cls: str | None = None) -> list[dict[str, str]]:
         return [
-            a for t, a in self.tags
+            a
+            for t, a in self.tags
             if (tag is None or t == tag) and (cls is None or cls in a.get("class", "").split())
-        ]  # fmt: skip
+        ]
 
     def ids(self) -> set[str]:
         return {a["id"] for _t, a in self.tags if "id" in a}
@@ -143,11 +144,17 @@ def test_detail_sections(report, changed_dir):
     # charts: the ISA-set bars carry the mix's own numbers
     cell = res.cell("icl.cfb128.decrypt.256.512")
     sets = cell.mix.overall.isa_set
-    bars = {a["data-label"]: int(a["data-value"]) for a in Dom(chunk).find("rect", "bar")
-            if "data-segment" not in a}  # fmt: skip
+    bars = {
+        a["data-label"]: int(a["data-value"])
+        for a in Dom(chunk).find("rect", "bar")
+        if "data-segment" not in a
+    }
     assert bars["AVX512_VAES_512"] == sets["AVX512_VAES_512"] == 128
-    seg = {(a["data-label"], a["data-segment"]): int(a["data-value"])
-           for a in Dom(chunk).find("rect", "bar") if "data-segment" in a}  # fmt: skip
+    seg = {
+        (a["data-label"], a["data-segment"]): int(a["data-value"])
+        for a in Dom(chunk).find("rect", "bar")
+        if "data-segment" in a
+    }
     forms = cell.mix.overall.forms
     assert seg[("zmm", "evex")] == sum(
         n for (_m, e, w), n in forms.items() if (e, w) == ("evex", "zmm")
@@ -190,11 +197,18 @@ needs_chromium = pytest.mark.skipif(
 
 def _chromium(args: list[str], page: Path, tmp: Path) -> subprocess.CompletedProcess[str]:
     cmd = [
-        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--no-first-run", f"--user-data-dir={tmp / 'chromium-profile'}", *args,
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp / 'chromium-profile'}",
+        *args,
         page.resolve().as_uri(),
-    ]  # fmt: skip
+    ]
     return subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120, cwd=tmp)
 
 
@@ -237,8 +251,21 @@ def _real_run(out: Path) -> Path:
         why = ptrace_skip_reason(matrix, cpus)
         if why is not None:
             pytest.skip(f"sdematrix run --backend ptrace cannot run here: {why}")
-    p = run_cli("run", "--backend", "ptrace", "--cpu", ",".join(cpus), "--jobs", "1",
-                "--timeout", "120", "--out", str(out), cwd=REPO, timeout=600)
+    p = run_cli(
+        "run",
+        "--backend",
+        "ptrace",
+        "--cpu",
+        ",".join(cpus),
+        "--jobs",
+        "1",
+        "--timeout",
+        "120",
+        "--out",
+        str(out),
+        cwd=REPO,
+        timeout=600,
+    )
     assert p.returncode in (0, 1), p.stderr[-2000:]
     assert (out / "results.json").is_file(), p.stderr[-2000:]
     return out
@@ -253,16 +280,20 @@ def test_real_run_report(tmp_path):
     dom = browser_dom(page, tmp_path)
     cells = dom.find("td", "hm-cell")
     want = expected_squares(out)
-    assert {a["data-cell"]: (a["data-path"], a["data-expected"], a["data-status"]) for a in cells} \
-        == want  # fmt: skip
+    assert {
+        a["data-cell"]: (a["data-path"], a["data-expected"], a["data-status"]) for a in cells
+    } == want
     ran = [c for c in res.cells if c.mix is not None]
     assert ran  # the charts show the real mix's numbers
     c = ran[0]
     text = page.read_text()
     start = text.index(f'id="{anchor(c.name)}"')
     chunk = Dom(text[start : text.index("</div>", text.index("</svg>", start))])
-    bars = {a["data-label"]: int(a["data-value"]) for a in chunk.find("rect", "bar")
-            if "data-segment" not in a}  # fmt: skip
+    bars = {
+        a["data-label"]: int(a["data-value"])
+        for a in chunk.find("rect", "bar")
+        if "data-segment" not in a
+    }
     top = c.mix.overall.isa_set.most_common(1)[0]
     assert bars[top[0]] == top[1]
     screenshot(page, tmp_path, "report-real.png")

@@ -34,8 +34,17 @@ def _table(md: str) -> dict[str, list[str]]:
 def test_table(changed_dir):
     md = write_markdown(changed_dir)
     t = _table(md)
-    assert t[""] == ["CPU", "gcm enc", "gcm dec", "cfb128 enc", "cfb128 dec", "cfb8 enc",
-                     "cfb8 dec", "cfb1 enc", "cfb1 dec"]  # fmt: skip
+    assert t[""] == [
+        "CPU",
+        "gcm enc",
+        "gcm dec",
+        "cfb128 enc",
+        "cfb128 dec",
+        "cfb8 enc",
+        "cfb8 dec",
+        "cfb1 enc",
+        "cfb1 dec",
+    ]
     assert list(t)[1:] == ["snb", "hsw", "icl", "adl", "spr", "gnr", "zen4"]
     assert t["snb"] == ["✅ aesni"] * 8
     assert t["adl"][0] == "✅ vaes_avx2" and t["adl"][3] == "✅ vaes_avx2"
@@ -68,10 +77,20 @@ def test_big_run_stays_small(tmp_path):
         for mode, wls in resultsgen.WORKLOADS.items():
             for d in ("encrypt", "decrypt"):
                 for kb, ln in wls:
-                    specs.append(resultsgen.CellSpec(
-                        cpu, mode, d, kb, ln, "fail", "aesni", "avx512",
-                        reasons=["path: expected avx512, got aesni | " + "x<y> " * 400],
-                        has_mix=False))  # fmt: skip
+                    specs.append(
+                        resultsgen.CellSpec(
+                            cpu,
+                            mode,
+                            d,
+                            kb,
+                            ln,
+                            "fail",
+                            "aesni",
+                            "avx512",
+                            reasons=["path: expected avx512, got aesni | " + "x<y> " * 400],
+                            has_mix=False,
+                        )
+                    )
     d = resultsgen.write_results_dir(tmp_path / "big", specs)
     md = write_markdown(d)
     assert len(md.encode()) < BUDGET + 4096

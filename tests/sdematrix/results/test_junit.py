@@ -31,9 +31,17 @@ def report(tmp_path_factory):
             raise ProbeError("vc-probe not built (test)")
         return fake_probe_command(cell, seed)
 
-    rep = run_cells(matrix, matrix.cells(), selector, workdir=tmp / "work", jobs=3, timeout=30,
-                    make_probe=make_probe, expected_digest=fake_digest,
-                    handle_signals=False)  # fmt: skip
+    rep = run_cells(
+        matrix,
+        matrix.cells(),
+        selector,
+        workdir=tmp / "work",
+        jobs=3,
+        timeout=30,
+        make_probe=make_probe,
+        expected_digest=fake_digest,
+        handle_signals=False,
+    )
     write_results(tmp / "out", rep)
     return rep, tmp / "out"
 
@@ -71,14 +79,21 @@ def test_junit_structure(report):
     assert gcm.get("classname") == "sdematrix.spr"
     props = {p.get("name"): p.get("value") for p in gcm.find("properties")}
     assert props == {
-        "cpu": "spr", "mode": "gcm", "direction": "encrypt", "key_bits": "128", "length": "64",
-        "backend": "sde", "backend_version": "9.33.0 external", "path": "aesni",
+        "cpu": "spr",
+        "mode": "gcm",
+        "direction": "encrypt",
+        "key_bits": "128",
+        "length": "64",
+        "backend": "sde",
+        "backend_version": "9.33.0 external",
+        "path": "aesni",
         "expected_path": "avx512",
         "legacy_forms": "0",  # executions run as an older instruction (TZCNT as BSF)
         # coverage: what the verdict saw (the SDE double's region total; its
         # function blocks cover the whole region)
-        "coverage.instructions": "2130", "coverage.function_coverage": "1.0",
-    }  # fmt: skip
+        "coverage.instructions": "2130",
+        "coverage.function_coverage": "1.0",
+    }
     fail = gcm.find("failure")
     assert fail.get("message") == "path: expected avx512, got aesni (+2 more)"
     assert "required by path avx512 but not executed" in fail.text

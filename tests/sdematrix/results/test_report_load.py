@@ -106,8 +106,7 @@ def test_rebuilt_from_cells_when_results_json_missing(changed_dir, tmp_path):
 
 def test_not_run_cells_and_count_mismatch(tmp_path):
     specs = [resultsgen.CellSpec("snb", "gcm", "encrypt", 128, 100, "pass", "aesni", "aesni")]
-    d = resultsgen.write_results_dir(tmp_path / "r", specs,
-                                     not_run=["snb.gcm.decrypt.128.100"])  # fmt: skip
+    d = resultsgen.write_results_dir(tmp_path / "r", specs, not_run=["snb.gcm.decrypt.128.100"])
     data = json.loads((d / "results.json").read_text())
     data["counts"]["pass"] = 5
     (d / "results.json").write_text(json.dumps(data))
@@ -128,8 +127,15 @@ def test_reason_kinds_round_trip_through_results_json():
     from sdematrix.verdict.reasons import CANNOT_RUN, Kind, Reason, cannot_run_why
 
     cell = Cell("spr", "gcm", "encrypt", 128, 64)
-    o = Outcome(cell, "fail", [Reason("path: expected avx512, got aesni", Kind.DISPATCH),
-                               Reason("chip check (spr): X", Kind.CHIP)], path="aesni")  # fmt: skip
+    o = Outcome(
+        cell,
+        "fail",
+        [
+            Reason("path: expected avx512, got aesni", Kind.DISPATCH),
+            Reason("chip check (spr): X", Kind.CHIP),
+        ],
+        path="aesni",
+    )
     d = o.to_json()
     assert d["reason_kinds"] == ["dispatch", "chip-check"]
     back = outcome_from_json(json.loads(json.dumps(d)))

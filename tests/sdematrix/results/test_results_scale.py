@@ -46,13 +46,25 @@ def _specs(n_models: int) -> list[resultsgen.CellSpec]:
             for d in ("encrypt", "decrypt"):
                 for kb, ln in wls:
                     bad = (i * 7 + len(specs)) % 23 == 0
-                    specs.append(resultsgen.CellSpec(
-                        f"m{i:04d}", mode, d, kb, ln, "fail" if bad else "pass",
-                        "aesni" if bad else "avx512", "avx512",
-                        reasons=["path: expected avx512, got aesni",
-                                 "required by path avx512 but not executed: VAES",
-                                 "seen instead: AESENC (xmm)"] if bad else [],
-                    ))  # fmt: skip
+                    specs.append(
+                        resultsgen.CellSpec(
+                            f"m{i:04d}",
+                            mode,
+                            d,
+                            kb,
+                            ln,
+                            "fail" if bad else "pass",
+                            "aesni" if bad else "avx512",
+                            "avx512",
+                            reasons=[
+                                "path: expected avx512, got aesni",
+                                "required by path avx512 but not executed: VAES",
+                                "seen instead: AESENC (xmm)",
+                            ]
+                            if bad
+                            else [],
+                        )
+                    )
     return specs
 
 
@@ -66,21 +78,27 @@ def _big_dir(root: Path, n_models: int) -> Path:
     mix = json.loads(heavy.read_text())
     o = mix["overall"]
     summary = {
-        "total": o["total"], "by_width": o.get("by_width", {}),
-        "by_encoding": o.get("by_encoding", {}), "source": mix["source"],
+        "total": o["total"],
+        "by_width": o.get("by_width", {}),
+        "by_encoding": o.get("by_encoding", {}),
+        "source": mix["source"],
         "top_isa_sets": dict(sorted(o.get("by_isa_set", {}).items(), key=lambda kv: -kv[1])[:8]),
-    }  # fmt: skip
+    }
     detail = root / "detail.json"
-    detail.write_text(json.dumps({"outcome": {}, "probe": None, "run": {"violations": []},
-                                  "mix_summary": summary}))  # fmt: skip
+    detail.write_text(
+        json.dumps(
+            {"outcome": {}, "probe": None, "run": {"violations": []}, "mix_summary": summary}
+        )
+    )
     data = json.loads((d / "results.json").read_text())
     b, v = resultsgen.BACKEND, resultsgen.BACKEND_VERSION
     for s in _specs(n_models):
         os.link(heavy, d / "mix" / f"{s.name}.mix.json")
         os.link(detail, d / "cells" / f"{s.name}.json")
         files = {"cell": f"cells/{s.name}.json", "mix": f"mix/{s.name}.mix.json"}
-        data["cells"].append({**resultsgen._outcome(s, b, v), "mix_summary": summary,
-                              "files": files})  # fmt: skip
+        data["cells"].append(
+            {**resultsgen._outcome(s, b, v), "mix_summary": summary, "files": files}
+        )
         data["models"][s.cpu] = {"title": TITLE.format(i=s.cpu), "backend": b, "skip_reason": None}
     counts = {k: sum(1 for c in data["cells"] if c["status"] == k) for k in data["counts"]}
     data["counts"] = counts
@@ -146,11 +164,19 @@ def _measure_in_chromium(page: Path, tmp: Path) -> dict[str, object]:
     </script>"""
     probe.write_text(page.read_text().replace("</body>", script + "</body>"))
     cmd = [
-        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
-        "--disable-background-networking", "--disable-component-update", "--no-first-run",
-        f"--user-data-dir={tmp / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--window-size=1400,900",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
         probe.resolve().as_uri(),
-    ]  # fmt: skip
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
     assert p.returncode == 0, p.stderr[-2000:]
     m = re.search(r'<pre id="measure">(.*?)</pre>', p.stdout, re.DOTALL)
@@ -178,9 +204,12 @@ def test_report_of_20000_cells_is_bounded(tmp_path: Path) -> None:
     assert len(json.loads((d / "results.json").read_text())["cells"]) == 20_000
     html = tmp_path / "big.html"
     t0 = time.monotonic()
-    proc = subprocess.Popen(cli_argv("report", str(d), "--html", str(html), "--markdown",
-                                     str(tmp_path / "s.md")),
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        cli_argv("report", str(d), "--html", str(html), "--markdown", str(tmp_path / "s.md")),
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     _pid, status, usage = os.wait4(proc.pid, 0)
     took = time.monotonic() - t0
     err = proc.stderr.read().decode() if proc.stderr else ""

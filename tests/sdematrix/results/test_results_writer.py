@@ -28,9 +28,11 @@ from sdematrix.verdict.cell import Outcome
 
 # every C0 and C1 control, DEL, the two non-characters, and markup / table syntax
 HOSTILE = (
-    "".join(chr(i) for i in range(0x20)) + "".join(chr(i) for i in range(0x7F, 0xA0))
-    + "\ufffe\uffff" + " <b>&amp;\"'|`x`]]>"
-)  # fmt: skip
+    "".join(chr(i) for i in range(0x20))
+    + "".join(chr(i) for i in range(0x7F, 0xA0))
+    + "\ufffe\uffff"
+    + " <b>&amp;\"'|`x`]]>"
+)
 XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 HTML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
 
@@ -44,8 +46,9 @@ def _mix(n_functions: int = 60) -> Mix:
     for i in range(n_functions):
         c = MixCounts(total=1000 - i)
         c.isa_set.update({"AES": 1000 - i})
-        mix.functions.append(FunctionMix(name=f"f{i}", image="/x/vc-probe", lo=i, hi=i + 1,
-                                         counts=c))  # fmt: skip
+        mix.functions.append(
+            FunctionMix(name=f"f{i}", image="/x/vc-probe", lo=i, hi=i + 1, counts=c)
+        )
     return mix
 
 
@@ -53,16 +56,27 @@ def _report(tmp: Path, title: str = "Sapphire Rapids", reason: str = "x") -> Run
     matrix = make_matrix(tmp)
     matrix.models["spr"] = dataclasses.replace(matrix.models["spr"], title=title)
     cells = matrix.cells(["spr"])
-    rep = RunReport(matrix=matrix, cells=cells, started_at="2026-12-01T00:00:00+00:00",
-                    workdir=str(tmp / "out" / "work"))  # fmt: skip
+    rep = RunReport(
+        matrix=matrix,
+        cells=cells,
+        started_at="2026-12-01T00:00:00+00:00",
+        workdir=str(tmp / "out" / "work"),
+    )
     rep.model_backends["spr"] = {"backend": "ptrace", "skip_reason": None}
     for i, c in enumerate(cells):
         status = "fail" if i == 0 else "pass"
         reasons = [f"path: expected avx512, got aesni {reason}", f"second {reason}", "third"]
         res = RunResult(backend="ptrace", status="ok", mix=_mix(), stderr_tail=reason)
-        out = Outcome(c, status, reasons if status == "fail" else [], path="aesni",
-                      expected_path="avx512", backend="ptrace", duration_s=0.5,
-                      output_tail=reason)  # fmt: skip
+        out = Outcome(
+            c,
+            status,
+            reasons if status == "fail" else [],
+            path="aesni",
+            expected_path="avx512",
+            backend="ptrace",
+            duration_s=0.5,
+            output_tail=reason,
+        )
         rep.records.append(CellRecord(c, out, res))
     return rep
 

@@ -29,48 +29,67 @@ needs_ptrace = pytest.mark.skipif(
 
 def sdematrix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    return subprocess.run([sys.executable, "-m", "sdematrix", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "sdematrix", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
 
 
 # (the file's entry, the message's tail): each typo names its line and a fix
 TYPOS = [
-    ("    has: [AES, avx2]\n    require: [{isa_set: AVX2}]\n",
-     "has: unknown feature 'avx2'; did you mean AVX2?"),
-    ("    models: [haswell]\n    require: [{isa_set: AVX2}]\n",
-     "models: unknown model 'haswell'; did you mean hsw?"),
-    ("    forbid: [{isa_set: AVX-2}]\n",
-     "forbid: unknown isa set 'AVX-2'; did you mean AVX2?"),
-    ("    lacks: [AVX512]\n    forbid: [{isa_set: 'AVX512*'}]\n",
-     "lacks: unknown feature 'AVX512'; did you mean"),
-    ("    forbid: [{isa_set: 'VAES*'}, {isa_set: 'vaes*'}]\n",
-     "forbid: isa set pattern 'vaes*' matches no isa set; did you mean VAES?"),
-    ("    require: [{isa_ext: AVX512}]\n",
-     "require: unknown isa ext 'AVX512'; did you mean"),
-    ("    require: [{mnemonic: vaesnec}]\n",
-     "require: unknown mnemonic 'VAESNEC'; did you mean VAESENC"),
-    ("    require: [{width: ymm0}]\n",
-     "require: unknown width 'ymm0'; did you mean"),
-    ("    models: ['sky*']\n    require: [{isa_set: AVX2}]\n",
-     "models: model pattern 'sky*' matches no model; did you mean skl or skx?"),
-    ("    forbid: [{category: AVX2}]\n",
-     "forbid: category selectors match only SDE mixes"),
-]  # fmt: skip
+    (
+        "    has: [AES, avx2]\n    require: [{isa_set: AVX2}]\n",
+        "has: unknown feature 'avx2'; did you mean AVX2?",
+    ),
+    (
+        "    models: [haswell]\n    require: [{isa_set: AVX2}]\n",
+        "models: unknown model 'haswell'; did you mean hsw?",
+    ),
+    ("    forbid: [{isa_set: AVX-2}]\n", "forbid: unknown isa set 'AVX-2'; did you mean AVX2?"),
+    (
+        "    lacks: [AVX512]\n    forbid: [{isa_set: 'AVX512*'}]\n",
+        "lacks: unknown feature 'AVX512'; did you mean",
+    ),
+    (
+        "    forbid: [{isa_set: 'VAES*'}, {isa_set: 'vaes*'}]\n",
+        "forbid: isa set pattern 'vaes*' matches no isa set; did you mean VAES?",
+    ),
+    ("    require: [{isa_ext: AVX512}]\n", "require: unknown isa ext 'AVX512'; did you mean"),
+    (
+        "    require: [{mnemonic: vaesnec}]\n",
+        "require: unknown mnemonic 'VAESNEC'; did you mean VAESENC",
+    ),
+    ("    require: [{width: ymm0}]\n", "require: unknown width 'ymm0'; did you mean"),
+    (
+        "    models: ['sky*']\n    require: [{isa_set: AVX2}]\n",
+        "models: model pattern 'sky*' matches no model; did you mean skl or skx?",
+    ),
+    ("    forbid: [{category: AVX2}]\n", "forbid: category selectors match only SDE mixes"),
+]
 
 
 @pytest.mark.parametrize("entry,needle", TYPOS, ids=[t[1].split(";")[0] for t in TYPOS])
-def test_unknown_names_are_exit_2_with_a_suggestion(tmp_path: Path, entry: str,
-                                                     needle: str) -> None:  # fmt: skip
+def test_unknown_names_are_exit_2_with_a_suggestion(
+    tmp_path: Path, entry: str, needle: str
+) -> None:
     f = tmp_path / "expect.yaml"
-    f.write_text("expectations:\n  - name: fine\n    forbid: [{isa_set: AVX2}]\n"
-                 "  - name: typo\n" + entry)  # fmt: skip
+    f.write_text(
+        "expectations:\n  - name: fine\n    forbid: [{isa_set: AVX2}]\n  - name: typo\n" + entry
+    )
     p = sdematrix("exec", "--cpu", "hsw", "--expect", str(f), "--", "true")
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
     key = needle.split(":")[0]
-    want_line = 1 + next(i for i, ln in enumerate(f.read_text().splitlines())
-                         if ln.startswith(f"    {key}:") and i >= 3)  # fmt: skip
+    want_line = 1 + next(
+        i
+        for i, ln in enumerate(f.read_text().splitlines())
+        if ln.startswith(f"    {key}:") and i >= 3
+    )
     assert f"{f}:{want_line}: expectations[1].{needle}" in lines[0], lines[0]
 
 
@@ -104,10 +123,12 @@ def test_has_follows_xcr0(tmp_path: Path) -> None:
     not "have" AVX2 for expectations, and it "lacks" it."""
     matrix = load_matrix_arg(None)
     f = tmp_path / "e.yaml"
-    f.write_text("expectations:\n"
-                 "  - {has: [AVX2], require: [{isa_set: AVX2}]}\n"
-                 "  - {lacks: [AVX2], forbid: [{isa_set: 'AVX*'}]}\n"
-                 "  - {has: [AES, SSE4_2], require: [{isa_set: AES}]}\n")  # fmt: skip
+    f.write_text(
+        "expectations:\n"
+        "  - {has: [AVX2], require: [{isa_set: AVX2}]}\n"
+        "  - {lacks: [AVX2], forbid: [{isa_set: 'AVX*'}]}\n"
+        "  - {has: [AES, SSE4_2], require: [{isa_set: AES}]}\n"
+    )
     has_avx2, lacks_avx2, aes = load_expectations(f, matrix)
     m = matrix.models
     assert has_avx2.applies_to(m["spr"]) and not has_avx2.applies_to(m["spr_xcr0_sse"])
@@ -130,7 +151,9 @@ def test_explain_features_lists_the_names() -> None:
     assert "AVX2" in feats["hsw"] and "BMI1" in feats["hsw"] and "AVX2" not in feats["nhm"]
     assert "AVX2" in sets["hsw"] and "AVX2" not in sets["nhm"] and "SSE42" in sets["nhm"]
     assert "AVX2" not in feats["spr_xcr0_sse"] and "AVX2" not in sets["spr_xcr0_sse"]
-    assert "AVX2" in _field(per_model["spr_xcr0_sse"], "in CPUID but off in XCR0 (not 'has' for expectations)")
+    assert "AVX2" in _field(
+        per_model["spr_xcr0_sse"], "in CPUID but off in XCR0 (not 'has' for expectations)"
+    )
     assert "AES" in sets["spr_xcr0_sse"] and "AVXAES" not in sets["spr_xcr0_sse"]
 
 
@@ -168,8 +191,20 @@ def test_verdict_counts_applied_and_empty_scope_fails(tmp_path: Path) -> None:
     data = tmp_path / "words"
     data.write_text("".join(f"line {i} root{i % 7}\n" for i in range(2000)))
     out = tmp_path / "out"
-    p = sdematrix("exec", "--cpu", "hsw,spr_xcr0_sse", "--expect", str(f), "--out", str(out),
-                  "--", "grep", "-c", "root3", str(data))  # fmt: skip
+    p = sdematrix(
+        "exec",
+        "--cpu",
+        "hsw,spr_xcr0_sse",
+        "--expect",
+        str(f),
+        "--out",
+        str(out),
+        "--",
+        "grep",
+        "-c",
+        "root3",
+        str(data),
+    )
     assert p.returncode == 0, p.stderr
     lines = {ln.split()[2]: ln for ln in p.stderr.splitlines() if ln.startswith("sdematrix exec:")}
     assert "2 of 3 expectations applied" in lines["hsw"], lines
@@ -186,6 +221,8 @@ def test_verdict_counts_applied_and_empty_scope_fails(tmp_path: Path) -> None:
     )
     p = sdematrix("exec", "--cpu", "hsw", "--expect", str(f), "--", "grep", "-c", "x", str(data))
     assert p.returncode == 1, p.stderr
-    assert "typo'd function scope: required {isa_set=AVX2} in image libc.so*, function " \
-           "__strlen_avx3*, but the scope matched nothing" in p.stderr, p.stderr  # fmt: skip
+    assert (
+        "typo'd function scope: required {isa_set=AVX2} in image libc.so*, function "
+        "__strlen_avx3*, but the scope matched nothing" in p.stderr
+    ), p.stderr
     assert "1 of 1 expectations applied" in p.stderr

@@ -12,11 +12,14 @@ from sdematrix.errors import MatrixFileError
 from sdematrix.spec import matrix_cache
 from sdematrix.spec.matrix_file import load_matrix
 
-SHIPPED = Path(__file__).resolve().parent.parent.parent.parent / "src" / "sdematrix" / "sde_matrix.yaml"
+SHIPPED = (
+    Path(__file__).resolve().parent.parent.parent.parent / "src" / "sdematrix" / "sde_matrix.yaml"
+)
 
 
-def test_cache_hit_equals_full_load_and_edits_miss(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_cache_hit_equals_full_load_and_edits_miss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     f = tmp_path / "m.yaml"
     shutil.copy(SHIPPED, f)

@@ -22,37 +22,71 @@ SHIPPED = Path(__file__).resolve().parents[3] / "sde_matrix.yaml"
 
 def aesni_mix() -> Mix:
     m = Mix(source="sde")
-    for fn, mn, n in (("vc_cfb8_aesni", "AESENC", 160), ("vc_cfb8_aesni", "AESENCLAST", 16),
-                      ("vc_gcm_aesni", "PCLMULQDQ", 8)):  # fmt: skip
-        m.add_instruction(image=LIB, function=fn, mnemonic=mn, encoding="legacy", width="xmm",
-                          count=n, isa_set="AES")  # fmt: skip
-    m.add_instruction(image=LIB, function="memcpy", mnemonic="MOV", encoding="legacy",
-                      width="none", count=50)  # fmt: skip
+    for fn, mn, n in (
+        ("vc_cfb8_aesni", "AESENC", 160),
+        ("vc_cfb8_aesni", "AESENCLAST", 16),
+        ("vc_gcm_aesni", "PCLMULQDQ", 8),
+    ):
+        m.add_instruction(
+            image=LIB,
+            function=fn,
+            mnemonic=mn,
+            encoding="legacy",
+            width="xmm",
+            count=n,
+            isa_set="AES",
+        )
+    m.add_instruction(
+        image=LIB, function="memcpy", mnemonic="MOV", encoding="legacy", width="none", count=50
+    )
     return m
 
 
 def probe(cell: Cell, path: str, **kw) -> dict:
     """A probe report that saw exactly the cell's model (as a faithful backend gives)."""
     seen = profiled(make_matrix().models[cell.cpu])
-    d = {"probe": 1, "status": "ok", "mode": cell.mode, "dir": cell.direction,
-         "key_bits": cell.key_bits, "length": cell.length, "seed": 1, "path": path,
-         "features": sorted(seen.features), "vendor": seen.vendor, "family": seen.family,
-         "model": seen.model, "xcr0": hex(seen.xcr0),
-         "digest": fake_digest(cell, 1)}  # fmt: skip
+    d = {
+        "probe": 1,
+        "status": "ok",
+        "mode": cell.mode,
+        "dir": cell.direction,
+        "key_bits": cell.key_bits,
+        "length": cell.length,
+        "seed": 1,
+        "path": path,
+        "features": sorted(seen.features),
+        "vendor": seen.vendor,
+        "family": seen.family,
+        "model": seen.model,
+        "xcr0": hex(seen.xcr0),
+        "digest": fake_digest(cell, 1),
+    }
     d.update(kw)
     return d
 
 
 def ok_result(cell: Cell, path: str, mix: Mix, **kw) -> RunResult:
-    return RunResult(backend="sde", status="ok", exit_code=0, probe=probe(cell, path, **kw),
-                     mix=mix, backend_version="9.33.0", duration_s=1.5)  # fmt: skip
+    return RunResult(
+        backend="sde",
+        status="ok",
+        exit_code=0,
+        probe=probe(cell, path, **kw),
+        mix=mix,
+        backend_version="9.33.0",
+        duration_s=1.5,
+    )
 
 
 def test_pass():
     matrix = make_matrix()
     cell = Cell("hsw", "cfb8", "encrypt", 128, 64)
-    o = judge(cell, matrix.models["hsw"], matrix, ok_result(cell, "aesni", aesni_mix()),
-              fake_digest(cell, 1))  # fmt: skip
+    o = judge(
+        cell,
+        matrix.models["hsw"],
+        matrix,
+        ok_result(cell, "aesni", aesni_mix()),
+        fake_digest(cell, 1),
+    )
     assert o.status == "pass", o.reasons
     assert o.reasons == [] and o.path == o.expected_path == "aesni"
     assert o.backend == "sde" and o.backend_version == "9.33.0" and o.duration_s == 1.5
@@ -62,8 +96,13 @@ def test_expecting_avx512_for_cfb8_fails_with_path_and_missing_zmm():
     matrix = make_matrix()
     matrix.expected[("spr", "cfb8", "encrypt")] = "avx512"  # a wrong expectation
     cell = Cell("spr", "cfb8", "encrypt", 128, 64)
-    o = judge(cell, matrix.models["spr"], matrix, ok_result(cell, "aesni", aesni_mix()),
-              fake_digest(cell, 1))  # fmt: skip
+    o = judge(
+        cell,
+        matrix.models["spr"],
+        matrix,
+        ok_result(cell, "aesni", aesni_mix()),
+        fake_digest(cell, 1),
+    )
     assert o.status == "fail"
     assert o.reasons[0] == "path: expected avx512, got aesni"
     assert o.reasons[1] == (
@@ -87,8 +126,13 @@ def test_zmm_requirement_added_to_aesni_fails_naming_it():
         sig, require={**sig.require, "*": (*sig.require["*"], sel(width="zmm"))}
     )
     cell = Cell("hsw", "cfb8", "decrypt", 128, 64)
-    o = judge(cell, matrix.models["hsw"], matrix, ok_result(cell, "aesni", aesni_mix()),
-              fake_digest(cell, 1))  # fmt: skip
+    o = judge(
+        cell,
+        matrix.models["hsw"],
+        matrix,
+        ok_result(cell, "aesni", aesni_mix()),
+        fake_digest(cell, 1),
+    )
     assert o.status == "fail"
     assert o.reasons[0] == "required by path aesni but not executed: {width=zmm}"
     assert o.reasons[1].startswith("required by path aesni: seen instead")
@@ -102,10 +146,23 @@ def test_zmm_requirement_added_to_aesni_fails_naming_it():
 def test_forbidden_instructions_are_named_with_functions():
     matrix = make_matrix()
     mix = aesni_mix()
-    mix.add_instruction(image=LIB, function="vc_gcm_avx512_enc", mnemonic="VAESENC",
-                        encoding="evex", width="zmm", count=640, isa_set="AVX512_VAES_512")  # fmt: skip
-    mix.add_instruction(image=LIB, function="vc_ghash_avx512", mnemonic="VPCLMULQDQ",
-                        encoding="evex", width="zmm", count=32)  # fmt: skip
+    mix.add_instruction(
+        image=LIB,
+        function="vc_gcm_avx512_enc",
+        mnemonic="VAESENC",
+        encoding="evex",
+        width="zmm",
+        count=640,
+        isa_set="AVX512_VAES_512",
+    )
+    mix.add_instruction(
+        image=LIB,
+        function="vc_ghash_avx512",
+        mnemonic="VPCLMULQDQ",
+        encoding="evex",
+        width="zmm",
+        count=32,
+    )
     cell = Cell("hsw", "gcm", "encrypt", 128, 64)
     o = judge(
         cell, matrix.models["hsw"], matrix, ok_result(cell, "aesni", mix), fake_digest(cell, 1)
@@ -129,8 +186,16 @@ def test_chip_violation_digest_and_status_all_reported():
     matrix = make_matrix()
     cell = Cell("hsw", "gcm", "encrypt", 128, 64)
     res = ok_result(cell, "aesni", aesni_mix(), digest="00" * 32)
-    res.violations = [Violation("not valid for chip HASWELL: vaesenc zmm0", 0x401136,
-                                "vc_gcm_avx512_enc", LIB, "VAESENC", "62 f2")]  # fmt: skip
+    res.violations = [
+        Violation(
+            "not valid for chip HASWELL: vaesenc zmm0",
+            0x401136,
+            "vc_gcm_avx512_enc",
+            LIB,
+            "VAESENC",
+            "62 f2",
+        )
+    ]
     o = judge(cell, matrix.models["hsw"], matrix, res, fake_digest(cell, 1))
     assert o.status == "fail"
     assert (
@@ -152,8 +217,12 @@ def test_chip_violation_digest_and_status_all_reported():
 def test_chip_check_abort_without_probe_is_fail_not_error():
     matrix = make_matrix()
     cell = Cell("hsw", "gcm", "encrypt", 128, 64)
-    res = RunResult(backend="sde", status="ok", exit_code=1,
-                    violations=[Violation("not valid for chip HASWELL", 0x10, "f")])  # fmt: skip
+    res = RunResult(
+        backend="sde",
+        status="ok",
+        exit_code=1,
+        violations=[Violation("not valid for chip HASWELL", 0x10, "f")],
+    )
     o = judge(cell, matrix.models["hsw"], matrix, res, fake_digest(cell, 1))
     assert o.status == "fail"
     assert any(r.startswith("chip check (hsw): f at 0x10") for r in o.reasons)
@@ -163,8 +232,12 @@ def test_errors_and_skips():
     matrix = make_matrix()
     cell = Cell("spr", "gcm", "encrypt", 128, 64)
     m = matrix.models["spr"]
-    t = RunResult(backend="sde", status="timeout", reason="timed out after 5s",
-                  stderr_tail="line1\nlast words")  # fmt: skip
+    t = RunResult(
+        backend="sde",
+        status="timeout",
+        reason="timed out after 5s",
+        stderr_tail="line1\nlast words",
+    )
     o = judge(cell, m, matrix, t, "x")
     assert o.status == "error" and o.reasons == ["timed out after 5s"]
     assert o.reasons[0].kind is Kind.BACKEND_ERROR
@@ -182,8 +255,12 @@ def test_errors_and_skips():
     assert o.reasons[0].kind is Kind.CANNOT_RUN
     assert cannot_run_why(o.status, o.reasons) == "no backend can run spr: sde: not installed"
     # a cell the user named: an error, the same kind, its text prefixed
-    named = RunResult(backend="auto", status="error", cannot_run=True,
-                      reason="cannot run here: no backend can run spr: sde: not installed")  # fmt: skip
+    named = RunResult(
+        backend="auto",
+        status="error",
+        cannot_run=True,
+        reason="cannot run here: no backend can run spr: sde: not installed",
+    )
     o = judge(cell, m, matrix, named, None)
     assert o.status == "error"
     assert o.reasons == ["cannot run here: no backend can run spr: sde: not installed"]
@@ -215,16 +292,28 @@ def test_cpuid_seen_differs_from_profile_fails_naming_features():
     gone = "avx2"
     assert gone in want.features and "avx512f" not in want.features
     seen = sorted((want.features - {gone}) | {"avx512f", "vaes"})
-    o = judge(cell, hsw, matrix,
-              ok_result(cell, "aesni", aesni_mix(), features=seen, vendor=want.vendor,
-                        family=want.family, model=want.model, xcr0=hex(want.xcr0 ^ 0xe0)),
-              fake_digest(cell, 1))  # fmt: skip
+    o = judge(
+        cell,
+        hsw,
+        matrix,
+        ok_result(
+            cell,
+            "aesni",
+            aesni_mix(),
+            features=seen,
+            vendor=want.vendor,
+            family=want.family,
+            model=want.model,
+            xcr0=hex(want.xcr0 ^ 0xE0),
+        ),
+        fake_digest(cell, 1),
+    )
     assert o.status == "fail"
     assert {classify(r) for r in o.reasons} == {"dispatch"}, o.reasons
     lines = [r for r in o.reasons if r.startswith("cpuid:")]
     assert any("saw avx512f, vaes which the hsw profile lacks" in r for r in lines), lines
     assert any(f"did not see {gone} which the hsw profile has" in r for r in lines), lines
-    assert any(f"XCR0 seen {want.xcr0 ^ 0xe0:#x}, profile {want.xcr0:#x}" in r for r in lines)
+    assert any(f"XCR0 seen {want.xcr0 ^ 0xE0:#x}, profile {want.xcr0:#x}" in r for r in lines)
 
 
 def test_probe_without_features_is_not_a_pass():
@@ -244,8 +333,13 @@ def test_empty_region_is_an_error_not_a_pass():
     matrix = make_matrix()
     cell = Cell("hsw", "cfb8", "encrypt", 128, 64)
     matrix.expected[("hsw", "cfb8", "encrypt")] = "generic"
-    o = judge(cell, matrix.models["hsw"], matrix,
-              ok_result(cell, "generic", Mix(source="ptrace")), fake_digest(cell, 1))  # fmt: skip
+    o = judge(
+        cell,
+        matrix.models["hsw"],
+        matrix,
+        ok_result(cell, "generic", Mix(source="ptrace")),
+        fake_digest(cell, 1),
+    )
     assert o.status == "error"
     assert o.reasons[0].startswith("empty region: the sde backend counted no instruction")
 
@@ -255,7 +349,14 @@ def test_nothing_in_the_signature_scope_is_an_error():
     sig = matrix.signatures["aesni"]
     matrix.signatures["aesni"] = dataclasses.replace(sig, scope="vc-probe*")
     cell = Cell("hsw", "cfb8", "encrypt", 128, 64)
-    o = judge(cell, matrix.models["hsw"], matrix, ok_result(cell, "aesni", aesni_mix()),
-              fake_digest(cell, 1))  # fmt: skip
+    o = judge(
+        cell,
+        matrix.models["hsw"],
+        matrix,
+        ok_result(cell, "aesni", aesni_mix()),
+        fake_digest(cell, 1),
+    )
     assert o.status == "error"
-    assert o.reasons[0].startswith("empty region: 234 instructions counted, none in scope vc-probe*")
+    assert o.reasons[0].startswith(
+        "empty region: 234 instructions counted, none in scope vc-probe*"
+    )

@@ -158,13 +158,42 @@ CHECKABLE_FEATURES = frozenset(_FLAG_TO_FEATURE.values())
 # rdseed (Linux withdraws the feature on parts with an RDSEED erratum, and
 # Xen can hide both, XSA-320).  Requiring RDSEED made icl, spr and every
 # newer model unrunnable there.
-HOST_REQUIRED_FEATURES = frozenset({
-    "SSE", "SSE2", "SSE3", "SSSE3", "SSE4_1", "SSE4_2", "POPCNT", "CMPXCHG16B",
-    "MOVBE", "LZCNT", "AES", "PCLMULQDQ", "AVX", "AVX2", "FMA", "F16C", "BMI1",
-    "BMI2", "ADX", "XSAVE", "XSAVEC", "AVX512F", "AVX512DQ", "AVX512CD",
-    "AVX512BW", "AVX512VL", "AVX512_VBMI", "AVX512_VBMI2", "VAES", "VPCLMULQDQ",
-    "GFNI", "RDTSCP",
-})
+HOST_REQUIRED_FEATURES = frozenset(
+    {
+        "SSE",
+        "SSE2",
+        "SSE3",
+        "SSSE3",
+        "SSE4_1",
+        "SSE4_2",
+        "POPCNT",
+        "CMPXCHG16B",
+        "MOVBE",
+        "LZCNT",
+        "AES",
+        "PCLMULQDQ",
+        "AVX",
+        "AVX2",
+        "FMA",
+        "F16C",
+        "BMI1",
+        "BMI2",
+        "ADX",
+        "XSAVE",
+        "XSAVEC",
+        "AVX512F",
+        "AVX512DQ",
+        "AVX512CD",
+        "AVX512BW",
+        "AVX512VL",
+        "AVX512_VBMI",
+        "AVX512_VBMI2",
+        "VAES",
+        "VPCLMULQDQ",
+        "GFNI",
+        "RDTSCP",
+    }
+)
 
 
 def host_features(cpuinfo: str | None = None) -> frozenset[str]:
@@ -356,9 +385,11 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
     mix, violations = checked_mix("ptrace", executed, model)
     codes = {(space, addr): code for space, addr, _n, code in traced.insns}
     violations += zero_source_violations(
-        traced.tzcnt_zero, lambda s, a: codes.get((s, a)),
-        lambda s: symbolizers.get(s, empty).locate, model,
-    )  # fmt: skip
+        traced.tzcnt_zero,
+        lambda s, a: codes.get((s, a)),
+        lambda s: symbolizers.get(s, empty).locate,
+        model,
+    )
     mix.meta.update(
         {
             "cpuid_mode": traced.cpuid_mode,
@@ -437,8 +468,11 @@ class PtraceBackend:
 
     def _check(self) -> str | None:
         if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
-            return Reason(f"ptrace backend needs Linux x86-64 (this is {platform.system()} "
-                          f"{platform.machine()})", Kind.HOST_LIMIT)
+            return Reason(
+                f"ptrace backend needs Linux x86-64 (this is {platform.system()} "
+                f"{platform.machine()})",
+                Kind.HOST_LIMIT,
+            )
         tracer = tracer_path()
         if tracer is None or not os.access(tracer, os.X_OK):
             return Reason(
@@ -448,8 +482,9 @@ class PtraceBackend:
         if self.cpuid_mode == "fault":
             faulting = cpuid_faulting_available()
             if faulting is not True:
-                return Reason(f"CPUID faulting not available on this host ({faulting})",
-                              Kind.HOST_LIMIT)
+                return Reason(
+                    f"CPUID faulting not available on this host ({faulting})", Kind.HOST_LIMIT
+                )
         return self._self_test(tracer)
 
     def _self_test(self, tracer: Path) -> str | None:
@@ -459,15 +494,21 @@ class PtraceBackend:
         XCR0.  None when it does, else what went wrong."""
         try:
             host = subprocess.run(
-                [str(tracer), "--host-profile"], check=False, capture_output=True, text=True,
+                [str(tracer), "--host-profile"],
+                check=False,
+                capture_output=True,
+                text=True,
                 timeout=20,
-            )  # fmt: skip
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
-            return Reason(f"tracer broken: cannot run {tracer} --host-profile: {e}", Kind.BACKEND_ERROR)
+            return Reason(
+                f"tracer broken: cannot run {tracer} --host-profile: {e}", Kind.BACKEND_ERROR
+            )
         if host.returncode != 0 or "cpuid 1 0 " not in host.stdout:
             err = (host.stderr.strip().splitlines() or ["no output"])[-1]
-            return Reason(f"tracer broken: --host-profile exit {host.returncode}: {err}",
-                          Kind.BACKEND_ERROR)
+            return Reason(
+                f"tracer broken: --host-profile exit {host.returncode}: {err}", Kind.BACKEND_ERROR
+            )
         text = _selftest_profile(host.stdout)
         with tempfile.TemporaryDirectory(prefix="sdematrix-ptrace-") as tmp:
             prof, out = Path(tmp) / "profile", Path(tmp) / "out"
@@ -476,11 +517,23 @@ class PtraceBackend:
                 sites = self.sites_for(str(tracer), dict(os.environ))
                 lines += site_lines(sites, program_images(str(tracer), dict(os.environ)))
             except (OSError, ValueError) as e:
-                return Reason(f"tracer broken: cannot find the CPUID sites of {tracer}: {e}",
-                              Kind.BACKEND_ERROR)
+                return Reason(
+                    f"tracer broken: cannot find the CPUID sites of {tracer}: {e}",
+                    Kind.BACKEND_ERROR,
+                )
             prof.write_text("\n".join(lines) + "\n")
-            argv = [str(tracer), "--profile", str(prof), "--out", str(out),
-                    "--cpuid-mode", self.cpuid_mode, "--", str(tracer), "--print-cpuid"]  # fmt: skip
+            argv = [
+                str(tracer),
+                "--profile",
+                str(prof),
+                "--out",
+                str(out),
+                "--cpuid-mode",
+                self.cpuid_mode,
+                "--",
+                str(tracer),
+                "--print-cpuid",
+            ]
             try:
                 proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=30)
             except (OSError, subprocess.TimeoutExpired) as e:
@@ -489,8 +542,10 @@ class PtraceBackend:
                 err = (proc.stderr.strip().splitlines() or ["no message"])[-1]
                 if "PTRACE_TRACEME" in err or "Operation not permitted" in err:
                     return Reason(f"ptrace not permitted: {err}", Kind.HOST_LIMIT)
-                return Reason(f"tracer broken: traced self-test exit {proc.returncode}: {err}",
-                              Kind.BACKEND_ERROR)
+                return Reason(
+                    f"tracer broken: traced self-test exit {proc.returncode}: {err}",
+                    Kind.BACKEND_ERROR,
+                )
             try:
                 traced = parse_tracer_output(out.read_text())
             except ValueError as e:
@@ -504,8 +559,10 @@ class PtraceBackend:
                     Kind.BACKEND_ERROR,
                 )
         if traced.cpuid_mode not in TRACER_CPUID_MODES:
-            return Reason(f"tracer broken: CPUID mode {traced.cpuid_mode!r} in the self-test",
-                          Kind.BACKEND_ERROR)
+            return Reason(
+                f"tracer broken: CPUID mode {traced.cpuid_mode!r} in the self-test",
+                Kind.BACKEND_ERROR,
+            )
         self._cpuid_mode = traced.cpuid_mode
         return None
 
@@ -569,13 +626,19 @@ class PtraceBackend:
             write_profile(profile, model, self.sites_for(exe, env), images, images[:1])
             argv = [
                 str(tracer),
-                "--profile", str(profile),
-                "--out", str(out),
-                "--max-steps", str(self.max_steps),
-                "--cpuid-mode", self.cpuid_mode,
+                "--profile",
+                str(profile),
+                "--out",
+                str(out),
+                "--max-steps",
+                str(self.max_steps),
+                "--cpuid-mode",
+                self.cpuid_mode,
                 *(["--no-blocks"] if os.environ.get(BLOCKS_ENV) == "0" else []),
-                "--", exe, *probe.argv[1:],
-            ]  # fmt: skip
+                "--",
+                exe,
+                *probe.argv[1:],
+            ]
             proc = run_process(argv, env=env, cwd=workdir, timeout=timeout)
         except (OSError, ValueError) as e:
             result.reason = f"cannot run the tracer: {e}"

@@ -142,8 +142,9 @@ class QemuBackend:
     def unavailable_reason(self) -> str | None:
         if self.qemu_path() is None:
             cand = self._qemu_arg or os.environ.get(QEMU_ENV) or QEMU_EXE
-            return Reason(f"{cand} not found (install Debian's qemu-user, or set {QEMU_ENV})",
-                          Kind.HOST_LIMIT)
+            return Reason(
+                f"{cand} not found (install Debian's qemu-user, or set {QEMU_ENV})", Kind.HOST_LIMIT
+            )
         return None
 
     def _query(self, *args: str, no_core: bool = False) -> subprocess.CompletedProcess[str] | None:
@@ -168,7 +169,7 @@ class QemuBackend:
             return None
 
     def version_number(self) -> str | None:
-        """"7.2.22" from ``qemu-x86_64 version 7.2.22 (Debian ...)``."""
+        """ "7.2.22" from ``qemu-x86_64 version 7.2.22 (Debian ...)``."""
         m = _VERSION_RE.search(self.version() or "")
         return m.group(1) if m else None
 

@@ -40,6 +40,7 @@ SDE_EXE = "sde64"
 START_MARK = "111:repeat"
 STOP_MARK = "222:repeat"
 
+
 def find_probe_json(stdout: str) -> tuple[dict[str, Any] | None, str | None]:
     """(the probe's validated JSON report, None) or (None, why not)."""
     from ..probe import parse_probe_output
@@ -118,7 +119,9 @@ def parse_chip_check(text: str) -> list[Violation]:
 _VERSION = re.compile(r"Version:\s*(?P<v>[0-9][^\s]*(?:\s+external)?)", re.IGNORECASE)
 # One chip knob per line of `sde64 -help`, e.g.
 #   "     -spr                Set chip-check and CPUID for Intel(R) Sapphire Rapids CPU"
-_CHIP_KNOB = re.compile(r"^\s*-(?P<chip>[A-Za-z0-9_]+)\s+Set chip-check and CPUID for", re.MULTILINE)
+_CHIP_KNOB = re.compile(
+    r"^\s*-(?P<chip>[A-Za-z0-9_]+)\s+Set chip-check and CPUID for", re.MULTILINE
+)
 
 
 def parse_chip_knobs(help_text: str) -> set[str]:
@@ -163,8 +166,9 @@ class SdeBackend:
                     f"Intel SDE not found at {cand} (from {label}): no executable {SDE_EXE} there",
                     Kind.BACKEND_ERROR,
                 )
-        return Reason(f"Intel SDE not installed (set SDE_PATH or put {SDE_EXE} on PATH)",
-                      Kind.HOST_LIMIT)
+        return Reason(
+            f"Intel SDE not installed (set SDE_PATH or put {SDE_EXE} on PATH)", Kind.HOST_LIMIT
+        )
 
     def _ask(self, flag: str) -> str | None:
         """stdout + stderr of `sde64 <flag>`, run once per backend object;
@@ -172,8 +176,11 @@ class SdeBackend:
         if flag not in self._answers:
             exe = self.executable()
             try:
-                res = (run_process([str(exe), flag], env=self._environ, timeout=60)
-                       if exe is not None else None)
+                res = (
+                    run_process([str(exe), flag], env=self._environ, timeout=60)
+                    if exe is not None
+                    else None
+                )
             except OSError:
                 res = None
             self._answers[flag] = None if res is None else res.stdout + "\n" + res.stderr
@@ -203,8 +210,10 @@ class SdeBackend:
         if chips is not None and model.sde_chip not in chips:
             # An older SDE than the matrix expects (e.g. no -dmr): say so
             # instead of letting every cell of the model die on "unknown knob".
-            return (f"SDE {self.version() or '(unknown version)'} has no -{model.sde_chip} chip "
-                    f"knob for {model.name} ({model.title}); its -help lists {len(chips)} chips")
+            return (
+                f"SDE {self.version() or '(unknown version)'} has no -{model.sde_chip} chip "
+                f"knob for {model.name} ({model.title}); its -help lists {len(chips)} chips"
+            )
         return None
 
     # one cell ------------------------------------------------------------
