@@ -29,7 +29,9 @@ from sdematrix.inputs import (
     read_input,
 )
 
-SDE_FIXTURE = Path("/work/shared/fixtures/sde/sde-9.24.0-mix-out.txt")
+SDE_FIXTURE = (
+    Path(__file__).resolve().parents[2] / "tests" / "data" / "sde" / "sde-9.24.0-mix-out.txt"
+)
 REPO_FIXTURE = Path(__file__).resolve().parent.parent / "data"
 CPU_LIMIT_S = 1.0
 WALL_LIMIT_S = 60.0  # a hang, not slowness: the CPU bound is the real check
@@ -58,10 +60,8 @@ def run_bounded(*args: str, cwd: Path | None = None) -> subprocess.CompletedProc
 
 
 def _mix_text() -> str:
-    """The real SDE 9.24 mix (shared fixture), else the repo's copy."""
-    if SDE_FIXTURE.is_file():
-        return SDE_FIXTURE.read_text()
-    return next((REPO_FIXTURE).rglob("*mix-out.txt")).read_text()
+    """The real SDE 9.24 mix (tests/data/sde)."""
+    return SDE_FIXTURE.read_text()
 
 
 # ------------------------------------------------------------ matrix YAML --

@@ -19,7 +19,7 @@ from doubles.sdematrix_cli import assert_one_line_error, cli_env, run_cli
 
 ROOT = Path(__file__).resolve().parents[3]
 MATRIX = ROOT / "sde_matrix.yaml"
-FIXTURE = Path("/work/shared/fixtures/sde/sde-9.24.0-mix-out.txt")
+FIXTURE = Path(__file__).resolve().parents[3] / "tests" / "data" / "sde" / "sde-9.24.0-mix-out.txt"
 needs_matrix = pytest.mark.skipif(not MATRIX.exists(), reason="sde_matrix.yaml not present")
 
 
@@ -114,7 +114,6 @@ def test_bad_arguments(args):
     assert_one_line_error(cli(*args), 2)
 
 
-@pytest.mark.skipif(not FIXTURE.exists(), reason="SDE fixture not present")
 def test_mix_command(tmp_path):
     # the whole normalised mix is --json; the default is a summary (issue 22)
     r = cli("mix", str(FIXTURE), "--json")

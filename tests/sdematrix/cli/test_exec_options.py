@@ -21,7 +21,9 @@ from sdematrix.cli import options
 from sdematrix.cli.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[3]
-MIX_FIXTURE = Path("/work/shared/fixtures/sde/sde-9.24.0-mix-out.txt")
+MIX_FIXTURE = (
+    Path(__file__).resolve().parents[3] / "tests" / "data" / "sde" / "sde-9.24.0-mix-out.txt"
+)
 LOCAL_MIX = ROOT / "tests" / "data"
 
 
@@ -265,8 +267,6 @@ def test_explain_gives_the_real_reason_and_suggests_names() -> None:
 
 
 def test_mix_prints_a_summary_unless_json() -> None:
-    if not MIX_FIXTURE.is_file():
-        pytest.skip(f"no SDE mix fixture at {MIX_FIXTURE}")
     p = cli("mix", str(MIX_FIXTURE))
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()

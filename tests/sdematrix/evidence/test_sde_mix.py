@@ -18,18 +18,14 @@ from sdematrix.evidence.sde_mix import (
     unlisted_count,
 )
 
-FIXTURE = Path("/work/shared/fixtures/sde/sde-9.24.0-mix-out.txt")
-needs_fixture = pytest.mark.skipif(not FIXTURE.exists(), reason="SDE fixture not present")
+FIXTURE = Path(__file__).resolve().parents[3] / "tests" / "data" / "sde" / "sde-9.24.0-mix-out.txt"
 
 
 @pytest.fixture(scope="module")
 def fixture_mix():
-    if not FIXTURE.exists():
-        pytest.skip("SDE fixture not present")
     return parse_mix_file(FIXTURE)
 
 
-@needs_fixture
 def test_fixture_overall_is_the_final_global_block(fixture_mix):
     m = fixture_mix
     assert m.source == "sde"
@@ -47,7 +43,6 @@ def test_fixture_overall_is_the_final_global_block(fixture_mix):
     assert m.overall.category["AVX2"] > 0
 
 
-@needs_fixture
 def test_fixture_threads_functions_images(fixture_mix):
     m = fixture_mix
     assert len(m.threads) == 8
@@ -70,14 +65,12 @@ def test_fixture_threads_functions_images(fixture_mix):
     assert any(r["image"] == "[vdso]" for r in m.meta["image_addresses"])
 
 
-@needs_fixture
 def test_fixture_parses_fast():
     t0 = time.perf_counter()
     parse_mix_file(FIXTURE)
     assert time.perf_counter() - t0 < 0.5
 
 
-@needs_fixture
 def test_fixture_round_trips_through_json(fixture_mix, tmp_path):
     from sdematrix.evidence.mix import Mix
 
@@ -191,7 +184,6 @@ def test_bad_function_header():
         parse_mix_text(text, "t.mix")
 
 
-@needs_fixture
 def test_fixture_partial_function_coverage_makes_image_forbids_undecidable(fixture_mix):
     """The real file lists 10 functions = 99.49 % of the region: what ran in
     the other functions is invisible to an image scope."""
