@@ -1,7 +1,6 @@
 """A cell's outcome in results.json: written and read here, one schema.
 
-:func:`outcome_to_json` is what :meth:`sdematrix.verdict.cell.Outcome.to_json`
-writes (into ``results.json``'s ``cells`` and ``cells/<cell>.json``'s
+:func:`outcome_to_json` is what the results writer puts (into ``results.json``'s ``cells`` and ``cells/<cell>.json``'s
 ``outcome``); :func:`outcome_from_json` reads it back into the fields of an
 :class:`~sdematrix.verdict.cell.Outcome` (the report loader's
 :class:`~sdematrix.results.load.CellResult` is one).  Reading is lenient, as a

@@ -52,7 +52,7 @@ from .junit import (
     mix_summary,
     prepare_out_dir,
 )
-from .outcome_json import SCHEMA
+from .outcome_json import SCHEMA, outcome_to_json
 
 __all__ = ["KEEP_FUNCTIONS", "ResultsWriter", "slim_mix_json", "write_results"]
 
@@ -130,7 +130,7 @@ class ResultsWriter:
                 self.out / "cells" / f"{name}.json",
                 _dumps(
                     {
-                        "outcome": rec.outcome.to_json(),
+                        "outcome": outcome_to_json(rec.outcome),
                         "probe": rec.result.probe if rec.result else None,
                         "run": run,
                         "mix_summary": summary,
@@ -142,7 +142,7 @@ class ResultsWriter:
                 f"cannot write results under {self.out}: {e.strerror or e}"
             ) from None
         i = self._order.get(name, len(self._order))
-        self._cells[i] = {**rec.outcome.to_json(), "mix_summary": summary, "files": files}
+        self._cells[i] = {**outcome_to_json(rec.outcome), "mix_summary": summary, "files": files}
         self._counts[rec.outcome.status] = self._counts.get(rec.outcome.status, 0) + 1
         self.doc.add(rec, i)
         self._dirty = True

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from ..backends.base import RunResult
 from ..evidence.cpuid_seen import cpuid_differences
 from ..evidence.mix import Mix, Selector, format_form, top_offenders
 from ..evidence.sde_mix import forbid_coverage_problem
-from ..results.outcome_json import outcome_to_json
 from ..spec.matrix_file import required_selectors
 from ..spec.models import Cell, CpuModel, Matrix
 from .reasons import Kind, Reason
@@ -74,10 +73,6 @@ class Outcome(Verdict):
     digest: str | None = None
     expected_digest: str | None = None
     output_tail: str = ""  # last output lines, for errors
-
-    def to_json(self) -> dict[str, Any]:
-        """The outcome as results.json holds it (:mod:`sdematrix.results.outcome_json`)."""
-        return outcome_to_json(self)
 
 
 def _last_output(result: RunResult, n: int = 12) -> str:

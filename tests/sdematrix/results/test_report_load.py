@@ -10,6 +10,7 @@ from data.results import resultsgen
 
 from sdematrix.errors import SdeMatrixError
 from sdematrix.results.load import ResultsDirError, load_results, worst_status
+from sdematrix.results.outcome_json import outcome_to_json
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +137,7 @@ def test_reason_kinds_round_trip_through_results_json():
         ],
         path="aesni",
     )
-    d = o.to_json()
+    d = outcome_to_json(o)
     assert d["reason_kinds"] == ["dispatch", "chip-check"]
     back = outcome_from_json(json.loads(json.dumps(d)))
     assert back["cell"] == cell and back["name"] == cell.name and back["path"] == "aesni"

@@ -11,6 +11,7 @@ from sdematrix.backends.base import RunResult, Violation
 from sdematrix.evidence.cpuid_seen import profiled
 from sdematrix.evidence.mix import Mix
 from sdematrix.integrations.pytest_plugin import classify
+from sdematrix.results.outcome_json import outcome_to_json
 from sdematrix.spec.matrix_file import load_matrix
 from sdematrix.spec.models import Cell
 from sdematrix.verdict.cell import judge
@@ -241,7 +242,7 @@ def test_errors_and_skips():
     o = judge(cell, m, matrix, t, "x")
     assert o.status == "error" and o.reasons == ["timed out after 5s"]
     assert o.reasons[0].kind is Kind.BACKEND_ERROR
-    assert o.to_json()["reason_kinds"] == ["backend-error"]
+    assert outcome_to_json(o)["reason_kinds"] == ["backend-error"]
     assert "last words" in o.output_tail
     no_json = RunResult(backend="sde", status="ok", exit_code=139, stdout_tail="garbage")
     o = judge(cell, m, matrix, no_json, "x")
