@@ -33,8 +33,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _sdematrix(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+def _sdematrix(
+    *args: str, timeout: float = 1200, env_set: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    # OPENBLAS_CORETYPE (set machine-wide on some hosts) forces numpy's
+    # bundled OpenBLAS onto one kernel set whatever CPUID says: these tests
+    # ask what the programs' own dispatchers choose, so it is not inherited
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    env |= {"PYTHONPATH": str(ROOT / "src"), **(env_set or {})}
     return subprocess.run(
         [sys.executable, "-m", "sdematrix", *args],
         capture_output=True,
@@ -157,6 +163,35 @@ def test_openssl_expectations_catch_a_vaes_slip(tmp_path: Path) -> None:
         r"\{isa_set=AVX512_VAES\*\} -- .* in ossl_aes_cfb128_vaes_dec \(_rust",
         p.stderr,
     ), p.stderr
+
+
+def test_openblas_forced_to_haswell_kernels_fails_the_nehalem_model(tmp_path: Path) -> None:
+    """OPENBLAS_CORETYPE=Haswell makes numpy's bundled OpenBLAS skip its CPUID
+    dispatch and run its Haswell (AVX/FMA) kernels on any CPU: on nhm
+    (no AVX) that is what a real Nehalem would die of, and the chip check
+    names the OpenBLAS kernel -- a true positive on code nobody here wrote."""
+    _need("numpy")
+    d = EXAMPLES / "numpy_dispatch"
+    out = tmp_path / "out"
+    p = _sdematrix(
+        "exec",
+        "--cpu",
+        "nhm",
+        "--out",
+        str(out),
+        "--",
+        sys.executable,
+        "-I",
+        str(d / "dispatch.py"),
+        env_set={"OPENBLAS_CORETYPE": "Haswell"},
+    )
+    assert p.returncode == 1, p.stderr
+    res = _results(out)["nhm"]
+    assert res["status"] == "fail" and res["exit_code"] == 0, res["reasons"]
+    assert any(
+        re.search(r"\w+_HASWELL in libscipy_openblas\w*[-.\w]*\.so .*: AVX\w* not in model nhm", r)
+        for r in res["reasons"]
+    ), res["reasons"]
 
 
 def test_numpy_dispatch_follows_the_model(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ __all__ = [
 # with heavy or missing dependencies does not break the others.
 _CLASS_OF = {"sde": "SdeBackend", "ptrace": "PtraceBackend", "qemu": "QemuBackend"}
 _CLASSES: dict[str, tuple[str, str]] = {
-    name: (f"sdematrix.backends.{name}", _CLASS_OF[name]) for name in BACKEND_NAMES
+    name: (f"sdematrix.backends.{name}.backend", _CLASS_OF[name]) for name in BACKEND_NAMES
 }
 
 
