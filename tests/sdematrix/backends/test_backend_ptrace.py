@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from test_tracer import (  # noqa: F401  (fixture re-export)
     _host_has,
-    built,
     cpuid_mode,
     fault_mode_skip_reason,
     intel_model,
@@ -43,14 +42,14 @@ def _available(b: PtraceBackend) -> PtraceBackend:
 
 
 @pytest.fixture
-def backend(built: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> PtraceBackend:  # noqa: F811
+def backend(built: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> PtraceBackend:
     monkeypatch.setenv("SDEMATRIX_TRACER", str(built["tracer"]))
     return _available(PtraceBackend())
 
 
 @pytest.fixture
 def moded_backend(
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     cpuid_mode: str,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> PtraceBackend:
@@ -71,7 +70,7 @@ def test_auto_mode_uses_faulting_where_available(backend: PtraceBackend) -> None
 
 
 def test_self_test_catches_a_tracer_that_does_not_intercept(
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """bp mode without breakpoint sites lets the self-test's program read the
@@ -87,7 +86,7 @@ def test_self_test_catches_a_tracer_that_does_not_intercept(
 
 
 def test_fault_mode_without_faulting_names_the_reason(
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("SDEMATRIX_TRACER", str(built["tracer"]))
@@ -113,7 +112,7 @@ def test_unknown_cpuid_mode_is_a_one_line_error() -> None:
 
 def test_second_thread_avx512_is_a_violation(
     moded_backend: PtraceBackend,
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     tmp_path: Path,
 ) -> None:
     """A thread created inside the region runs AVX-512 on a 256-bit model
@@ -141,7 +140,7 @@ def test_protocol_and_version(backend: PtraceBackend) -> None:
     assert v is not None and v.startswith("vc-tracer 1 (CPUID")
 
 
-def test_run_builds_mix(backend: PtraceBackend, built: dict[str, Path], tmp_path: Path) -> None:  # noqa: F811
+def test_run_builds_mix(backend: PtraceBackend, built: dict[str, Path], tmp_path: Path) -> None:
     probe = ProbeCommand((str(built["dyn"]), "--iters", "64"))
     r = backend.run(CELL, intel_model(avx2=False), probe, tmp_path / "w", timeout=scaled(30))
     assert r.status == "ok", r.reason
@@ -165,7 +164,7 @@ def test_run_builds_mix(backend: PtraceBackend, built: dict[str, Path], tmp_path
 
 def test_blocks_can_be_turned_off(
     backend: PtraceBackend,
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -184,7 +183,7 @@ def test_blocks_can_be_turned_off(
 
 def test_zmm_is_a_violation_on_256_bit_model(
     backend: PtraceBackend,
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     tmp_path: Path,
 ) -> None:
     if not _host_has("avx512f"):
@@ -208,7 +207,7 @@ def test_zmm_is_a_violation_on_256_bit_model(
 
 def test_probe_failure_is_error_not_exception(
     backend: PtraceBackend,
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     tmp_path: Path,
 ) -> None:
     r = backend.run(CELL, intel_model(), ProbeCommand((str(built["dyn"]), "--bogus")), tmp_path, 30)

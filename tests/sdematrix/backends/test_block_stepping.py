@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_tracer import CFLAGS, _host_has, built, intel_model, matrix_model  # noqa: F401
+from test_tracer import CFLAGS, _host_has, intel_model, matrix_model
 
 from sdematrix.backends.ptrace.backend import TracerOutput, parse_tracer_output
 from sdematrix.backends.ptrace.profile import (
@@ -177,7 +177,7 @@ PROBE_CELLS = [
     ("model_name", "cell", "path"), PROBE_CELLS, ids=[c.name for _m, c, _p in PROBE_CELLS]
 )
 def test_probe_cell_records_identical(
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     probe_exe: Path,
     tmp_path: Path,
     model_name: str,
@@ -231,7 +231,7 @@ def test_straight_block_is_listed(straight: Path) -> None:
 
 
 def test_interrupted_blocks_count_exactly(
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     straight: Path,
     tmp_path: Path,
 ) -> None:
@@ -259,7 +259,7 @@ def test_interrupted_blocks_count_exactly(
 
 
 def test_second_thread_disables_blocks(
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     straight: Path,
     tmp_path: Path,
 ) -> None:
@@ -273,7 +273,7 @@ def test_second_thread_disables_blocks(
 
 
 def test_max_steps_counts_instructions(
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     straight: Path,
     tmp_path: Path,
 ) -> None:

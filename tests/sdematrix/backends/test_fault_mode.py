@@ -18,7 +18,6 @@ from test_tracer import (  # noqa: F401  (fixture re-export)
     CFLAGS,
     TRACER_SRC,
     _host_has,
-    built,
     cpuid_mode,
     fault_mode_skip_reason,
     insns_of,
@@ -51,7 +50,7 @@ def ymm_work_runs(t: TracerOutput, space: int | None = None) -> list[int]:
 
 
 def test_thread_created_in_region_is_stepped_avx2(
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     tmp_path: Path,
     cpuid_mode: str,  # noqa: F811
 ) -> None:
@@ -76,7 +75,7 @@ def test_thread_created_in_region_is_stepped_avx2(
 
 
 def test_process_forked_in_region_is_stepped_avx2(
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     tmp_path: Path,
     cpuid_mode: str,  # noqa: F811
 ) -> None:
@@ -99,7 +98,7 @@ def test_process_forked_in_region_is_stepped_avx2(
 
 
 def test_second_thread_avx2_is_a_violation(
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     cpuid_mode: str,  # noqa: F811
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -171,7 +170,7 @@ def mutant_tracer(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_fault_handler_that_does_not_advance_rip_fails(
-    built: dict[str, Path],  # noqa: F811
+    built: dict[str, Path],
     mutant_tracer: Path,
     tmp_path: Path,
 ) -> None:

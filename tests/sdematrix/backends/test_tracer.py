@@ -115,27 +115,6 @@ def matrix_model(name: str) -> CpuModel:
     return load_matrix(ROOT / "sde_matrix.yaml").models[name]
 
 
-@pytest.fixture(scope="session")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The tracer (from source, as setup.py builds it) and the sample, dynamic
-    and static-PIE."""
-    d = tmp_path_factory.mktemp("tracer")
-    tracer = d / "vc-tracer"
-    srcs = sorted(str(p) for p in TRACER_SRC.glob("*.c"))
-    subprocess.run(["gcc", *CFLAGS, "-D_GNU_SOURCE", *srcs, "-o", str(tracer)], check=True)
-    out = {"tracer": tracer}
-    for kind, extra in (("dyn", ["-Wl,-z,now"]), ("spie", ["-static-pie"])):
-        exe = d / f"sample_{kind}"
-        cmd = ["gcc", *CFLAGS, "-maes", "-pthread", *extra, str(SAMPLE_SRC), "-o", str(exe)]
-        if subprocess.run(cmd, capture_output=True, check=False).returncode == 0:
-            out[kind] = exe
-    assert "dyn" in out
-    events = d / "events"
-    subprocess.run(["gcc", *CFLAGS, "-pthread", str(EVENTS_SRC), "-o", str(events)], check=True)
-    out["events"] = events
-    return out
-
-
 def trace(
     built: dict[str, Path],
     tmp_path: Path,
