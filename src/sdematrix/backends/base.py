@@ -85,3 +85,21 @@ class Backend(Protocol):
         (those are status "error"/"timeout" with a reason).  `workdir` is an
         absolute path (the runner resolves it): backends hand it to tracers and
         emulators running in other working directories."""
+
+
+@dataclass
+class ExecResult:
+    """One model's run of a program under ``sdematrix exec`` (the ptrace or SDE
+    backend), before expectations are judged: what the verdict reads."""
+
+    model: str
+    exit_code: int | None = None
+    error: str | None = None
+    violations: list[Violation] = field(default_factory=list)
+    mix: Mix | None = None  # the regions' mix (sdematrix.pipeline.exec_run's module doc)
+    region: str = "whole"
+    entered: dict[str, int] = field(default_factory=dict)  # region -> times entered
+    meta: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+    stdout: bytes = b""
+    stderr: bytes = b""

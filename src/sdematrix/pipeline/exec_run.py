@@ -44,7 +44,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
-from ..backends.base import Violation
+from ..backends.base import ExecResult
 from ..backends.host_isa import host_lacks, sigill_reason
 from ..backends.ptrace.backend import TracerOutput, parse_tracer_output
 from ..backends.ptrace.profile import Site, image_sites, program_images, write_profile
@@ -52,7 +52,6 @@ from ..backends.ptrace.tracer_bin import tracer_path
 from ..errors import SdeMatrixError
 from ..evidence.exec_check import whole_checked_mix
 from ..evidence.insn_bounds import bounds_file, fde_ranges
-from ..evidence.mix import Mix
 from ..evidence.mix_build import Executed, mix_from_executed, zero_source_violations
 from ..evidence.symbols import Location, Symbolizer, load_image
 from ..spec.choices import DEFAULT_TIMEOUT
@@ -87,23 +86,6 @@ def parse_region(text: str) -> Region:
     if text.startswith("function:") and len(text) > len("function:"):
         return Region("function", text.split(":", 1)[1])
     raise ExecError(f"--region {text!r}: expected marks, whole or function:SYMBOL")
-
-
-@dataclass
-class ExecResult:
-    """One model's run, before expectations are judged."""
-
-    model: str
-    exit_code: int | None = None
-    error: str | None = None
-    violations: list[Violation] = field(default_factory=list)
-    mix: Mix | None = None  # the regions' mix (see module doc)
-    region: str = "whole"
-    entered: dict[str, int] = field(default_factory=dict)  # region -> times entered
-    meta: dict[str, Any] = field(default_factory=dict)
-    duration_s: float = 0.0
-    stdout: bytes = b""
-    stderr: bytes = b""
 
 
 def find_function(symbol: str, images: Sequence[str]) -> list[Site]:

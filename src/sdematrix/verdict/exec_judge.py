@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..backends.base import ExecResult
 from ..errors import OutputDirError
 from ..evidence.mix import Mix
-from ..pipeline.exec_run import ExecResult
 from ..results.junit import (
     JUnitCase,
     JUnitDoc,
