@@ -31,10 +31,9 @@ from typing import Any
 
 from ..backends.host_isa import host_lacks
 from ..backends.registry import BackendSelector, create_backend
-from ..spec.choices import BACKEND_NAMES
+from ..spec.choices import BACKEND_NAMES, TRACER_CPUID_MODES
 from ..spec.models import Matrix
 from ..verdict.reasons import Kind, Reason
-from .options import TRACER_CPUID_MODES
 
 __all__ = ["BackendReport", "Diagnosis", "diagnose", "is_host_limit", "render"]
 

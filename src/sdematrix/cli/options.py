@@ -17,16 +17,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..spec.choices import BACKEND_NAMES, CPUID_MODES, DEFAULT_TIMEOUT, TRACER_CPUID_MODES
+from ..spec.choices import BACKEND_NAMES, CPUID_MODES, DEFAULT_TIMEOUT
 
 __all__ = [
     "BACKEND_CHOICES",
-    "BACKEND_NAMES",
-    "CPUID_MODES",
-    "DEFAULT_TIMEOUT",
     "EXEC_BACKENDS",
     "OPTIONS",
-    "TRACER_CPUID_MODES",
     "add_to_argparse",
     "add_to_pytest",
     "pytest_flag",
