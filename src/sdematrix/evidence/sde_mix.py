@@ -295,158 +295,178 @@ def parse_mix_file(path: Path | str) -> Mix:
     return parse_mix_text(data.decode("utf-8", errors="replace"), str(p))
 
 
-def parse_mix_text(text: str, source_name: str = "<mix>") -> Mix:
-    """Parse the text of an SDE mix file (see the module docstring)."""
+class _MixParser:
+    """One pass over a mix file's lines: the section context and what has been read.
 
-    def fail(lineno: int, msg: str) -> MixFileError:
-        return MixFileError(f"{source_name}:{lineno}: {msg}")
+    :meth:`feed` takes one line; inside a block it goes to :meth:`_block_line`
+    (rows up to ``*total``), outside to the header and listing readers.  After the
+    last line, :func:`_assemble` checks the structure and builds the :class:`Mix`.
+    """
 
-    meta: dict[str, object] = {"format": "sde-mix"}
-    image_addresses: list[dict[str, object]] = []
-    blocks: list[_Block] = []
-    cur: _Block | None = None
-    in_global = False  # past the first EMIT_GLOBAL_* header
-    ctx_global_dyn = False  # inside EMIT_GLOBAL_DYNAMIC_STATS (not per-thread)
-    ctx_tid: int | None = None
-    in_images = False
-    iform_rows = False
-    lineno = 0
+    def __init__(self, source_name: str) -> None:
+        self.source_name = source_name
+        self.meta: dict[str, object] = {"format": "sde-mix"}
+        self.image_addresses: list[dict[str, object]] = []
+        self.blocks: list[_Block] = []
+        self.cur: _Block | None = None
+        self.in_global = False  # past the first EMIT_GLOBAL_* header
+        self.ctx_global_dyn = False  # inside EMIT_GLOBAL_DYNAMIC_STATS (not per-thread)
+        self.ctx_tid: int | None = None
+        self.in_images = False
+        self.iform_rows = False
 
-    # split on "\n" only: str.splitlines also breaks at \x0b, \x1c, U+2028 ...,
-    # which would shift every line number after one
-    for lineno, raw in enumerate(text.split("\n"), start=1):
-        line = raw.rstrip()
-        if cur is not None:
-            if not line:
-                continue
-            if line[0] == "#":
-                if line.startswith(("# $", "# END_", "# EMIT_")):
-                    raise fail(
-                        lineno,
-                        f"block started at line {cur.start} ends without '*total' (truncated?)",
-                    )
-                continue  # "# TID n", column headers
-            parts = line.split()
-            if len(parts) != 2:
-                raise fail(lineno, f"expected 'NAME COUNT', got {line[:80]!r}")
-            name, num = parts
-            got = _count(num)
-            if got is None:
-                if num[:1] == "-" and _count(num[1:]) is not None:
-                    raise fail(lineno, f"negative count in {line[:80]!r}")
-                raise fail(lineno, f"count is not an integer in {line[:80]!r}")
-            if got < 0:
-                raise fail(lineno, f"count out of range ({len(num)} digits)")
-            n = got
-            c = cur.counts
-            if name[0] == "*":
-                if name == "*total":
-                    rows = sum(c.forms.values())
-                    if n < rows:
-                        # a total can only be >= its own rows; a smaller one is a
-                        # number cut short (a file truncated inside "*total N")
-                        raise fail(
-                            lineno,
-                            f"'*total {n}' is smaller than the sum of the block's rows "
-                            f"({rows}): truncated?",
-                        )
-                    c.total = n
-                    blocks.append(cur)
-                    cur = None
-                elif name.startswith("*isa-ext-"):
-                    c.isa_ext[name[9:]] += n
-                elif name.startswith("*isa-set-"):
-                    c.isa_set[name[9:]] += n
-                elif name.startswith("*category-"):
-                    c.category[name[10:]] += n
-                else:
-                    cur.groups[name[1:]] = cur.groups.get(name[1:], 0) + n
-            else:
-                form = classify(name)
-                if not iform_rows and "_" in name and form[0] != name.upper():
-                    iform_rows = True
-                c.forms[form] += n
-            continue
+    def fail(self, lineno: int, msg: str) -> MixFileError:
+        return MixFileError(f"{self.source_name}:{lineno}: {msg}")
 
+    def feed(self, lineno: int, line: str) -> None:
+        """One line, right-stripped."""
+        if self.cur is not None:
+            self._block_line(lineno, line, self.cur)
+            return
         if not line:
-            continue
+            return
         if line[0] != "#":
-            if in_images:
-                parts = line.rsplit(None, 2)
-                if len(parts) == 3:
-                    try:
-                        image_addresses.append(
-                            {"image": parts[0], "lo": _address(parts[1]), "hi": _address(parts[2])}
-                        )
-                    except OverflowError:
-                        raise fail(lineno, "image address out of range") from None
-                    except ValueError:
-                        raise fail(lineno, f"bad image address row {line[:80]!r}") from None
-            continue  # top-block listings, function totals
+            if self.in_images:
+                self._image_row(lineno, line)
+            return  # top-block listings, function totals
         if line.startswith("# $"):
-            if line.startswith("# $dynamic-counts-for-function:"):
-                try:
-                    header = _function_header(line)
-                except OverflowError:
-                    raise fail(lineno, "function address out of range") from None
-                if header is None:
-                    raise fail(lineno, "unreadable '$dynamic-counts-for-function' header")
-                fname, image, lo, hi = header
-                cur = _Block(
-                    "function",
-                    lineno,
-                    global_section=in_global,
-                    tid=ctx_tid,
-                    name=fname,
-                    image=image.strip(),
-                    lo=lo,
-                    hi=hi,
-                )
-            elif line.startswith("# $global-dynamic-counts"):
-                cur = _Block("global", lineno, global_section=True)
-            elif line.startswith("# $dynamic-counts"):
-                kind = "global-early" if ctx_global_dyn else "thread"
-                cur = _Block(kind, lineno, global_section=in_global, tid=ctx_tid)
-            else:
-                cur = _Block("other", lineno)
-            continue
-        if line.startswith("# EMIT_"):
-            if line.startswith("# EMIT_GLOBAL"):
-                in_global = True
-                ctx_global_dyn = line.startswith("# EMIT_GLOBAL_DYNAMIC_STATS")
-                ctx_tid = None
-            else:
-                ctx_global_dyn = False
-                m = _TID.search(line)
-                if m:
-                    if len(m.group(1).lstrip("0")) > _COUNT_DIGITS:
-                        raise fail(lineno, "thread id out of range")
-                    ctx_tid = int(m.group(1))
-            in_images = line.startswith("# EMIT_IMAGE_ADDRESSES")
-            continue
-        if line.startswith("# END_IMAGE_ADDRESSES"):
-            in_images = False
+            self.cur = self._block_header(lineno, line)
+        elif line.startswith("# EMIT_"):
+            self._section_header(lineno, line)
+        elif line.startswith("# END_IMAGE_ADDRESSES"):
+            self.in_images = False
         elif line.startswith("# Mix output version"):
-            meta["mix_version"] = line.rsplit(None, 1)[-1]
+            self.meta["mix_version"] = line.rsplit(None, 1)[-1]
         elif line.startswith("# Intel(R) SDE version:"):
-            meta["sde_version"] = line.split(":", 1)[1].strip()
+            self.meta["sde_version"] = line.split(":", 1)[1].strip()
 
-    if cur is not None:
-        raise fail(lineno, f"file ends inside the block started at line {cur.start} (truncated?)")
-    globals_ = [b for b in blocks if b.kind == "global"]
-    if not globals_:
-        raise fail(
-            lineno, "no '# $global-dynamic-counts' block (truncated or not an SDE mix file?)"
-        )
-    final = globals_[-1]
+    # -- outside a block ---------------------------------------------------
 
-    mix = Mix(source="sde")
-    mix.overall = final.counts
-    mix.threads = [b.counts for b in blocks if b.kind == "thread"]
+    def _image_row(self, lineno: int, line: str) -> None:
+        """A row of EMIT_IMAGE_ADDRESSES: ``PATH 0xLO 0xHI``."""
+        parts = line.rsplit(None, 2)
+        if len(parts) != 3:
+            return
+        try:
+            self.image_addresses.append(
+                {"image": parts[0], "lo": _address(parts[1]), "hi": _address(parts[2])}
+            )
+        except OverflowError:
+            raise self.fail(lineno, "image address out of range") from None
+        except ValueError:
+            raise self.fail(lineno, f"bad image address row {line[:80]!r}") from None
 
+    def _block_header(self, lineno: int, line: str) -> _Block:
+        """A ``# $...`` line: the block it opens, placed in the current section."""
+        if line.startswith("# $dynamic-counts-for-function:"):
+            try:
+                header = _function_header(line)
+            except OverflowError:
+                raise self.fail(lineno, "function address out of range") from None
+            if header is None:
+                raise self.fail(lineno, "unreadable '$dynamic-counts-for-function' header")
+            fname, image, lo, hi = header
+            return _Block(
+                "function",
+                lineno,
+                global_section=self.in_global,
+                tid=self.ctx_tid,
+                name=fname,
+                image=image.strip(),
+                lo=lo,
+                hi=hi,
+            )
+        if line.startswith("# $global-dynamic-counts"):
+            return _Block("global", lineno, global_section=True)
+        if line.startswith("# $dynamic-counts"):
+            kind = "global-early" if self.ctx_global_dyn else "thread"
+            return _Block(kind, lineno, global_section=self.in_global, tid=self.ctx_tid)
+        return _Block("other", lineno)
+
+    def _section_header(self, lineno: int, line: str) -> None:
+        """A ``# EMIT_...`` line: global or per-thread section, image listing or not."""
+        if line.startswith("# EMIT_GLOBAL"):
+            self.in_global = True
+            self.ctx_global_dyn = line.startswith("# EMIT_GLOBAL_DYNAMIC_STATS")
+            self.ctx_tid = None
+        else:
+            self.ctx_global_dyn = False
+            m = _TID.search(line)
+            if m:
+                if len(m.group(1).lstrip("0")) > _COUNT_DIGITS:
+                    raise self.fail(lineno, "thread id out of range")
+                self.ctx_tid = int(m.group(1))
+        self.in_images = line.startswith("# EMIT_IMAGE_ADDRESSES")
+
+    # -- inside a block ----------------------------------------------------
+
+    def _block_line(self, lineno: int, line: str, cur: _Block) -> None:
+        if not line:
+            return
+        if line[0] == "#":
+            if line.startswith(("# $", "# END_", "# EMIT_")):
+                raise self.fail(
+                    lineno,
+                    f"block started at line {cur.start} ends without '*total' (truncated?)",
+                )
+            return  # "# TID n", column headers
+        name, n = self._row(lineno, line)
+        if name[0] == "*":
+            self._group_row(lineno, cur, name, n)
+        else:
+            form = classify(name)
+            if not self.iform_rows and "_" in name and form[0] != name.upper():
+                self.iform_rows = True
+            cur.counts.forms[form] += n
+
+    def _row(self, lineno: int, line: str) -> tuple[str, int]:
+        """A block row ``NAME COUNT``, the count checked."""
+        parts = line.split()
+        if len(parts) != 2:
+            raise self.fail(lineno, f"expected 'NAME COUNT', got {line[:80]!r}")
+        name, num = parts
+        got = _count(num)
+        if got is None:
+            if num[:1] == "-" and _count(num[1:]) is not None:
+                raise self.fail(lineno, f"negative count in {line[:80]!r}")
+            raise self.fail(lineno, f"count is not an integer in {line[:80]!r}")
+        if got < 0:
+            raise self.fail(lineno, f"count out of range ({len(num)} digits)")
+        return name, got
+
+    def _group_row(self, lineno: int, cur: _Block, name: str, n: int) -> None:
+        """A ``*...`` row: a group counter, or ``*total`` closing the block."""
+        c = cur.counts
+        if name == "*total":
+            rows = sum(c.forms.values())
+            if n < rows:
+                # a total can only be >= its own rows; a smaller one is a
+                # number cut short (a file truncated inside "*total N")
+                raise self.fail(
+                    lineno,
+                    f"'*total {n}' is smaller than the sum of the block's rows "
+                    f"({rows}): truncated?",
+                )
+            c.total = n
+            self.blocks.append(cur)
+            self.cur = None
+        elif name.startswith("*isa-ext-"):
+            c.isa_ext[name[9:]] += n
+        elif name.startswith("*isa-set-"):
+            c.isa_set[name[9:]] += n
+        elif name.startswith("*category-"):
+            c.category[name[10:]] += n
+        else:
+            cur.groups[name[1:]] = cur.groups.get(name[1:], 0) + n
+
+
+def _function_mixes(blocks: list[_Block]) -> tuple[list[FunctionMix], bool]:
+    """The per-function histograms: the global section's if any (else the
+    per-thread ones), merged by (name, image, lo); and whether they were global."""
     fblocks = [b for b in blocks if b.kind == "function"]
     global_f = [b for b in fblocks if b.global_section]
     chosen = global_f if global_f else fblocks
+    functions: list[FunctionMix] = []
     by_key: dict[tuple[str, str, int | None], FunctionMix] = {}
     for b in chosen:
         key = (b.name, b.image, b.lo)
@@ -454,27 +474,59 @@ def parse_mix_text(text: str, source_name: str = "<mix>") -> Mix:
         if fm is None:
             fm = FunctionMix(name=b.name, image=b.image, counts=MixCounts(), lo=b.lo, hi=b.hi)
             by_key[key] = fm
-            mix.functions.append(fm)
+            functions.append(fm)
         fm.counts.merge(b.counts)
+    return functions, bool(global_f)
+
+
+def _assemble(p: _MixParser, lineno: int) -> Mix:
+    """The end of the file: structure checks, then the :class:`Mix` and its meta."""
+    if p.cur is not None:
+        raise p.fail(
+            lineno, f"file ends inside the block started at line {p.cur.start} (truncated?)"
+        )
+    globals_ = [b for b in p.blocks if b.kind == "global"]
+    if not globals_:
+        raise p.fail(
+            lineno, "no '# $global-dynamic-counts' block (truncated or not an SDE mix file?)"
+        )
+    final = globals_[-1]
+
+    mix = Mix(source="sde")
+    mix.overall = final.counts
+    mix.threads = [b.counts for b in p.blocks if b.kind == "thread"]
+    mix.functions, from_global = _function_mixes(p.blocks)
     for fm in mix.functions:
         mix.images.setdefault(fm.image, MixCounts()).merge(fm.counts)
 
     covered = sum(f.counts.total for f in mix.functions)
+    meta = p.meta
     meta.update(
         {
-            "iform": iform_rows,
+            "iform": p.iform_rows,
             "groups": dict(final.groups),
-            "image_addresses": image_addresses,
+            "image_addresses": p.image_addresses,
             "function_coverage": (covered / final.counts.total) if final.counts.total else None,
             "function_covered": covered,
             "region_total": final.counts.total,
-            "functions_from": "global" if global_f else "threads",
+            "functions_from": "global" if from_global else "threads",
             "unattributed": final.counts.total - sum(final.counts.forms.values()),
-            "early_global_totals": [b.counts.total for b in blocks if b.kind == "global-early"],
+            "early_global_totals": [b.counts.total for b in p.blocks if b.kind == "global-early"],
         }
     )
     mix.meta = meta
     return mix
+
+
+def parse_mix_text(text: str, source_name: str = "<mix>") -> Mix:
+    """Parse the text of an SDE mix file (see the module docstring)."""
+    parser = _MixParser(source_name)
+    lineno = 0
+    # split on "\n" only: str.splitlines also breaks at \x0b, \x1c, U+2028 ...,
+    # which would shift every line number after one
+    for lineno, raw in enumerate(text.split("\n"), start=1):
+        parser.feed(lineno, raw.rstrip())
+    return _assemble(parser, lineno)
 
 
 def unlisted_count(mix: Mix, selector: Selector) -> int:
