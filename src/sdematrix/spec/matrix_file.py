@@ -147,15 +147,19 @@ def _xsave_standard_size(leaves: Mapping[tuple[int, int], CpuidLeaf], mask: int)
     return end
 
 
-def build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
-    base: tuple[str, ...] = ("models", name)
-    cpuid_raw = raw["cpuid"]
+def _at(name: str, *p: str | int) -> tuple[str | int, ...]:
+    """Where in the matrix file a fact about model ``name`` sits."""
+    return ("models", name, *p)
+
+
+def _model_leaves(name: str, cpuid_raw: Mapping[str, Any]) -> dict[tuple[int, int], CpuidLeaf]:
+    """The model's CPUID leaves: the listed ones, then the brand string's."""
     leaves: dict[tuple[int, int], CpuidLeaf] = {}
     for i, lr in enumerate(cpuid_raw["leaves"]):
         key = (int(lr["leaf"]), int(lr.get("sub", 0)))
         if key in leaves:
             raise Located(
-                (*base, "cpuid", "leaves", i),
+                _at(name, "cpuid", "leaves", i),
                 f"model '{name}': CPUID leaf 0x{key[0]:x} sub-leaf {key[1]} given twice",
             )
         leaves[key] = CpuidLeaf(
@@ -164,96 +168,121 @@ def build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
     brand = cpuid_raw.get("brand")
     if brand is not None:
         if not brand.isascii():
-            raise Located((*base, "cpuid", "brand"), f"model '{name}': brand must be ASCII")
+            raise Located(_at(name, "cpuid", "brand"), f"model '{name}': brand must be ASCII")
         for bl in _brand_leaves(brand):
             if (bl.leaf, 0) in leaves:
                 raise Located(
-                    (*base, "cpuid", "brand"),
+                    _at(name, "cpuid", "brand"),
                     f"model '{name}': brand and an explicit leaf 0x{bl.leaf:x} both given",
                 )
             leaves[(bl.leaf, 0)] = bl
+    return leaves
 
-    def where(*p: str | int) -> tuple[str | int, ...]:
-        return (*base, *p)
 
-    # Leaf 0: vendor string and the highest basic leaf; 0x80000000: highest extended leaf.
+def _check_leaf_range(
+    name: str, raw: Mapping[str, Any], leaves: Mapping[tuple[int, int], CpuidLeaf]
+) -> CpuidLeaf:
+    """Leaf 0: vendor string and the highest basic leaf; 0x80000000: highest extended
+    leaf.  Leaves 0 and 1 present, none above its maximum.  Returns leaf 0."""
     l0 = leaves.get((0, 0))
     if l0 is None:
-        raise Located(where("cpuid", "leaves"), f"model '{name}': CPUID leaf 0 is missing")
+        raise Located(_at(name, "cpuid", "leaves"), f"model '{name}': CPUID leaf 0 is missing")
     vendor = b"".join(r.to_bytes(4, "little") for r in (l0.ebx, l0.edx, l0.ecx)).decode("latin-1")
     if vendor != raw["vendor"]:
         raise Located(
-            where("vendor"),
+            _at(name, "vendor"),
             f"model '{name}': leaf 0 spells vendor '{vendor}', not '{raw['vendor']}'",
         )
     if (1, 0) not in leaves:
-        raise Located(where("cpuid", "leaves"), f"model '{name}': CPUID leaf 1 is missing")
+        raise Located(_at(name, "cpuid", "leaves"), f"model '{name}': CPUID leaf 1 is missing")
     ext_max = leaves[(0x80000000, 0)].eax if (0x80000000, 0) in leaves else 0
     for lf, _sub in sorted(leaves):
         top = ext_max if lf >= 0x80000000 else l0.eax
         if lf > top and lf != 0x80000000:
             raise Located(
-                where("cpuid", "leaves"),
+                _at(name, "cpuid", "leaves"),
                 f"model '{name}': leaf 0x{lf:x} is above the maximum leaf 0x{top:x} "
                 "the profile declares",
             )
+    return l0
 
-    # OS state: OSXSAVE iff the model's OS enables XSAVE; XCR0 within what 0xD.0 supports.
+
+def _check_os_state(
+    name: str, raw: Mapping[str, Any], leaves: Mapping[tuple[int, int], CpuidLeaf]
+) -> int:
+    """OSXSAVE iff the model's OS enables XSAVE; XCR0 within what 0xD.0 supports,
+    and 0xD.0:EBX the size its components need.  Returns XCR0."""
     xcr0 = int(raw["xcr0"])
     osxsave = _bit(leaves, 1, 0, "ecx", 27)
     if osxsave != (xcr0 != 0):
         raise Located(
-            where("xcr0"),
+            _at(name, "xcr0"),
             f"model '{name}': xcr0 0x{xcr0:x} disagrees with CPUID.1:ECX.OSXSAVE={int(osxsave)}",
         )
-    if xcr0:
-        if xcr0 & 3 != 3:
-            raise Located(
-                where("xcr0"), f"model '{name}': xcr0 must enable x87 and SSE state (bits 0, 1)"
-            )
-        d0 = leaves.get((0xD, 0))
-        if d0 is None:
-            raise Located(
-                where("cpuid", "leaves"), f"model '{name}': XSAVE enabled but leaf 0xD.0 is missing"
-            )
-        supported = d0.eax | (d0.edx << 32)
-        if xcr0 & ~supported:
-            raise Located(
-                where("xcr0"),
-                f"model '{name}': xcr0 0x{xcr0:x} enables state 0x{xcr0 & ~supported:x} "
-                f"that CPUID.0xD.0 (0x{supported:x}) does not support",
-            )
-        want = _xsave_standard_size(leaves, xcr0)
-        if d0.ebx != want:
-            raise Located(
-                where("cpuid", "leaves"),
-                f"model '{name}': CPUID.0xD.0:EBX is {d0.ebx} but the enabled components "
-                f"of xcr0 0x{xcr0:x} end at byte {want}",
-            )
+    if not xcr0:
+        return xcr0
+    if xcr0 & 3 != 3:
+        raise Located(
+            _at(name, "xcr0"), f"model '{name}': xcr0 must enable x87 and SSE state (bits 0, 1)"
+        )
+    d0 = leaves.get((0xD, 0))
+    if d0 is None:
+        raise Located(
+            _at(name, "cpuid", "leaves"),
+            f"model '{name}': XSAVE enabled but leaf 0xD.0 is missing",
+        )
+    supported = d0.eax | (d0.edx << 32)
+    if xcr0 & ~supported:
+        raise Located(
+            _at(name, "xcr0"),
+            f"model '{name}': xcr0 0x{xcr0:x} enables state 0x{xcr0 & ~supported:x} "
+            f"that CPUID.0xD.0 (0x{supported:x}) does not support",
+        )
+    want = _xsave_standard_size(leaves, xcr0)
+    if d0.ebx != want:
+        raise Located(
+            _at(name, "cpuid", "leaves"),
+            f"model '{name}': CPUID.0xD.0:EBX is {d0.ebx} but the enabled components "
+            f"of xcr0 0x{xcr0:x} end at byte {want}",
+        )
+    return xcr0
 
-    # AVX10 needs leaf 7 sub-leaf 1 reachable (7.0:EAX >= 1) and leaf 0x24.
+
+def _check_avx10(
+    name: str, leaves: Mapping[tuple[int, int], CpuidLeaf], max_basic: int
+) -> tuple[bool, bool]:
+    """AVX10 needs leaf 7 sub-leaf 1 reachable (7.0:EAX >= 1) and leaf 0x24.
+    Returns (AVX10, AVX10 at 512 bits)."""
     avx10 = _bit(leaves, 7, 1, "edx", 19)
     avx10_512 = avx10 and _bit(leaves, 0x24, 0, "ebx", 18)
     l71 = leaves.get((7, 1))
     l70 = leaves.get((7, 0))
     if l71 is not None and (l71.eax or l71.edx) and (l70 is None or l70.eax < 1):
-        raise Located(where("cpuid", "leaves"), f"model '{name}': leaf 7.1 is set but 7.0:EAX < 1")
+        raise Located(
+            _at(name, "cpuid", "leaves"), f"model '{name}': leaf 7.1 is set but 7.0:EAX < 1"
+        )
     # A profile whose max basic leaf reaches 0x24 must give it; one whose max
     # leaf stops below 0x24 (a hypervisor's `level=` cap) is a legal trap: the
     # AVX10 bit is set but its vector lengths are unreadable.
-    if avx10 and l0.eax >= 0x24 and (0x24, 0) not in leaves:
+    if avx10 and max_basic >= 0x24 and (0x24, 0) not in leaves:
         raise Located(
-            where("cpuid", "leaves"), f"model '{name}': AVX10 enumerated but leaf 0x24 is missing"
+            _at(name, "cpuid", "leaves"),
+            f"model '{name}': AVX10 enumerated but leaf 0x24 is missing",
         )
+    return avx10, avx10_512
 
-    # isa: known iced-x86 names; the dispatch-relevant ones agree with CPUID.
+
+def _check_isa(
+    name: str, raw: Mapping[str, Any], leaves: Mapping[tuple[int, int], CpuidLeaf], avx10: bool
+) -> frozenset[str]:
+    """isa: known iced-x86 names; the dispatch-relevant ones agree with CPUID."""
     isa = frozenset(_flatten(raw["isa"]))
     known = _iced_names()
     if known is not None:
         unknown = sorted(isa - known)
         if unknown:
             raise Located(
-                where("isa"),
+                _at(name, "isa"),
                 f"model '{name}': not iced-x86 CpuidFeature names: {', '.join(unknown)}",
             )
     for feat, (lf, sub, reg, bit) in _ISA_BITS.items():
@@ -262,11 +291,20 @@ def build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
         if (feat in isa) != (has or implied):
             state = "lists" if feat in isa else "lacks"
             raise Located(
-                where("isa"),
+                _at(name, "isa"),
                 f"model '{name}': isa {state} {feat} but CPUID says {'yes' if has else 'no'}",
             )
+    return isa
 
-    # Widest vector register: zmm with AVX-512 (not an AVX10/256-only part), ymm with AVX.
+
+def _check_vector_bits(
+    name: str,
+    raw: Mapping[str, Any],
+    leaves: Mapping[tuple[int, int], CpuidLeaf],
+    avx10: bool,
+    avx10_512: bool,
+) -> None:
+    """Widest vector register: zmm with AVX-512 (not an AVX10/256-only part), ymm with AVX."""
     if _bit(leaves, 7, 0, "ebx", 16) or avx10_512:
         widest = 512
     elif _bit(leaves, 1, 0, "ecx", 28) or avx10:
@@ -275,11 +313,20 @@ def build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
         widest = 128
     if int(raw["max_vector_bits"]) != widest:
         raise Located(
-            where("max_vector_bits"),
+            _at(name, "max_vector_bits"),
             f"model '{name}': max_vector_bits {raw['max_vector_bits']} "
             f"but its CPUID implies {widest}",
         )
 
+
+def build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
+    """One ``models:`` entry, its CPUID checked against its other facts in this order."""
+    leaves = _model_leaves(name, raw["cpuid"])
+    l0 = _check_leaf_range(name, raw, leaves)
+    xcr0 = _check_os_state(name, raw, leaves)
+    avx10, avx10_512 = _check_avx10(name, leaves, l0.eax)
+    isa = _check_isa(name, raw, leaves, avx10)
+    _check_vector_bits(name, raw, leaves, avx10, avx10_512)
     return CpuModel(
         name=name,
         title=str(raw["title"]),
