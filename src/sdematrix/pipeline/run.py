@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import datetime as _dt
+import functools
 import os
 import signal
 import threading
@@ -253,6 +254,145 @@ def _cost_estimate(matrix: Matrix, cell: Cell) -> float:
     return per_byte * _MODE_WEIGHT.get(cell.mode, 1.0) * cell.length + 5_000.0
 
 
+def _longest_first(matrix: Matrix, cells: list[Cell]) -> list[int]:
+    """The order to start the cells in: longest first (LPT scheduling).  Under a
+    tracer the cost of a cell is its executed-instruction count, dominated by
+    the generic path and the serial CFB modes; results are still reported in
+    cell order."""
+    return sorted(range(len(cells)), key=lambda i: -_cost_estimate(matrix, cells[i]))
+
+
+def _new_report(
+    matrix: Matrix,
+    cells: list[Cell],
+    selector: BackendSelector,
+    *,
+    workdir: Path,
+    jobs: int,
+    timeout: float,
+    seed: int,
+    strict: bool,
+) -> RunReport:
+    """The report's metadata, known before any cell runs: the settings, each
+    backend's availability and version, and the backend each model gets."""
+    report = RunReport(
+        matrix=matrix,
+        cells=list(cells),
+        seed=seed,
+        jobs=jobs,
+        timeout_s=timeout,
+        backend_requested=selector.requested,
+        strict=strict,
+        started_at=_now(),
+        workdir=str(workdir),
+    )
+    for name, b in selector.backends.items():
+        why = selector.unavailable.get(name)
+        report.backends[name] = {
+            "available": why is None,
+            "reason": why,
+            "version": None if why else b.version(),
+        }
+    for cpu in dict.fromkeys(c.cpu for c in cells):
+        ch = selector.choose(matrix.models[cpu])
+        report.model_backends[cpu] = {
+            "backend": ch.backend.name if ch.backend else None,
+            "skip_reason": ch.skip_reason,
+        }
+    return report
+
+
+def _install_signal_handlers(
+    stop: threading.Event, progress: Progress | None, handle_signals: bool
+) -> dict[int, Any]:
+    """SIGINT/SIGTERM stop the run and kill the children (only from the main
+    thread); returns the handlers they replaced, for :func:`_restore_signal_handlers`."""
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        if not stop.is_set():
+            stop.set()
+            if progress is not None:
+                progress.note(
+                    f"sdematrix: {signal.Signals(signum).name}: stopping, killing child processes"
+                )
+        kill_descendants()
+
+    old_handlers: dict[int, Any] = {}
+    if handle_signals and threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            old_handlers[s] = signal.signal(s, on_signal)
+    return old_handlers
+
+
+def _restore_signal_handlers(old_handlers: dict[int, Any]) -> None:
+    for s, h in old_handlers.items():
+        signal.signal(s, h)
+
+
+def _cell_task(
+    i: int,
+    cell: Cell,
+    *,
+    run_one: Callable[[Cell], CellRecord],
+    stop: threading.Event,
+    progress: Progress | None,
+) -> tuple[int, CellRecord | None]:
+    """One cell on a pool thread: (its index, its record, or None when the run
+    was stopped before it started or while it ran)."""
+    if stop.is_set():
+        return i, None
+    if progress is not None:
+        progress.start(cell)
+    rec = run_one(cell)
+    if stop.is_set():
+        # finished only because we killed it: not a result
+        if progress is not None:
+            progress.drop(cell)
+        return i, None
+    if progress is not None:
+        progress.finish(rec.outcome)
+    return i, rec
+
+
+def _run_hook(hook: Callable[..., None], *args: Any) -> BaseException | None:
+    """Call a hook; the exception it raised (to be re-raised later), if any."""
+    try:
+        hook(*args)
+    except BaseException as e:  # noqa: BLE001 - re-raised by run_cells
+        return e
+    return None
+
+
+def _collect(
+    pending: set[cf.Future[tuple[int, CellRecord | None]]],
+    done: dict[int, CellRecord],
+    stop: threading.Event,
+    on_record: RecordFn | None,
+    on_idle: Callable[[], None] | None,
+) -> BaseException | None:
+    """Wait for the cells, filing each record in `done` and calling the hooks
+    (in this thread) as they come; stop at the first hook exception, which is
+    returned.  Once stopped, every wait kills the children still running."""
+    hook_error: BaseException | None = None
+    while pending:
+        finished, pending = cf.wait(pending, timeout=0.2)
+        for f in finished:
+            i, rec = f.result()
+            if rec is not None:
+                done[i] = rec
+                if on_record is not None and hook_error is None:
+                    hook_error = _run_hook(on_record, rec)
+                    if hook_error is not None:
+                        stop.set()
+        if on_idle is not None and hook_error is None and not stop.is_set():
+            hook_error = _run_hook(on_idle)
+            if hook_error is not None:
+                stop.set()
+        if stop.is_set():
+            kill_descendants()
+    return hook_error
+
+
 def run_cells(
     matrix: Matrix,
     cells: list[Cell],
@@ -287,114 +427,40 @@ def run_cells(
     # absolute: backends hand these paths to processes running in other cwds
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    report = RunReport(
-        matrix=matrix,
-        cells=list(cells),
-        seed=seed,
+    report = _new_report(
+        matrix,
+        cells,
+        selector,
+        workdir=workdir,
         jobs=jobs,
-        timeout_s=timeout,
-        backend_requested=selector.requested,
+        timeout=timeout,
+        seed=seed,
         strict=strict,
-        started_at=_now(),
-        workdir=str(workdir),
     )
-    for name, b in selector.backends.items():
-        why = selector.unavailable.get(name)
-        report.backends[name] = {
-            "available": why is None,
-            "reason": why,
-            "version": None if why else b.version(),
-        }
-    for cpu in dict.fromkeys(c.cpu for c in cells):
-        ch = selector.choose(matrix.models[cpu])
-        report.model_backends[cpu] = {
-            "backend": ch.backend.name if ch.backend else None,
-            "skip_reason": ch.skip_reason,
-        }
-
     if on_start is not None:
         on_start(report)
     stop = threading.Event()
     t0 = time.monotonic()
     hook_error: BaseException | None = None
+    old_handlers = _install_signal_handlers(stop, progress, handle_signals)
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        if not stop.is_set():
-            stop.set()
-            if progress is not None:
-                progress.note(
-                    f"sdematrix: {signal.Signals(signum).name}: stopping, killing child processes"
-                )
-        kill_descendants()
+    probe_fn, digest_fn = make_probe, expected_digest  # set above; named for the closure
 
-    old_handlers: dict[int, Any] = {}
-    if handle_signals and threading.current_thread() is threading.main_thread():
-        for s in (signal.SIGINT, signal.SIGTERM):
-            old_handlers[s] = signal.signal(s, on_signal)
-
-    done: dict[int, CellRecord] = {}
-
-    def task(i: int, cell: Cell) -> tuple[int, CellRecord | None]:
-        if stop.is_set():
-            return i, None
-        if progress is not None:
-            progress.start(cell)
-        rec = _run_one(
-            cell,
-            matrix.models[cell.cpu],
-            matrix,
-            selector,
-            workdir,
-            timeout,
-            seed,
-            make_probe,
-            expected_digest,
-            strict,
+    def run_one(cell: Cell) -> CellRecord:
+        model = matrix.models[cell.cpu]
+        return _run_one(
+            cell, model, matrix, selector, workdir, timeout, seed, probe_fn, digest_fn, strict
         )
-        if stop.is_set():
-            # finished only because we killed it: not a result
-            if progress is not None:
-                progress.drop(cell)
-            return i, None
-        if progress is not None:
-            progress.finish(rec.outcome)
-        return i, rec
 
+    task = functools.partial(_cell_task, run_one=run_one, stop=stop, progress=progress)
+    done: dict[int, CellRecord] = {}
     pool = cf.ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="sdematrix-cell")
     try:
-        # Longest first (LPT scheduling): under a tracer the cost of a cell is
-        # its executed-instruction count, dominated by the generic path and
-        # the serial CFB modes; results are still reported in cell order.
-        order = sorted(range(len(cells)), key=lambda i: -_cost_estimate(matrix, cells[i]))
-        futures = {pool.submit(task, i, cells[i]) for i in order}
-        pending = set(futures)
-        while pending:
-            finished, pending = cf.wait(pending, timeout=0.2)
-            for f in finished:
-                i, rec = f.result()
-                if rec is not None:
-                    done[i] = rec
-                    if on_record is not None and hook_error is None:
-                        try:
-                            on_record(rec)
-                        except BaseException as e:  # noqa: BLE001 - re-raised below
-                            hook_error = e
-                            stop.set()
-            if on_idle is not None and hook_error is None and not stop.is_set():
-                try:
-                    on_idle()
-                except BaseException as e:  # noqa: BLE001 - re-raised below
-                    hook_error = e
-                    stop.set()
-            if stop.is_set():
-                kill_descendants()
+        pending = {pool.submit(task, i, cells[i]) for i in _longest_first(matrix, cells)}
+        hook_error = _collect(pending, done, stop, on_record, on_idle)
     finally:
-        if stop.is_set():
-            pool.shutdown(wait=True, cancel_futures=True)
-        else:
-            pool.shutdown(wait=True)
-        for s, h in old_handlers.items():
-            signal.signal(s, h)
+        pool.shutdown(wait=True, cancel_futures=stop.is_set())
+        _restore_signal_handlers(old_handlers)
         if progress is not None:
             progress.close()
 
