@@ -49,8 +49,9 @@ import sys
 import time
 import traceback
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import __version__
 from ..errors import (
@@ -62,8 +63,13 @@ from ..errors import (
     SdeMatrixError,
 )
 from ..spec.matrix_arg import load_matrix_arg, matrix_path
-from ..spec.models import DIRECTIONS, MODES
+from ..spec.models import DIRECTIONS, MODES, Matrix
 from . import options, signals
+
+if TYPE_CHECKING:
+    from ..backends.registry import BackendSelector
+    from ..pipeline.run import CellRecord, RunReport
+    from ..results.writer import ResultsWriter
 
 __all__ = ["EXIT_INTERNAL", "main"]
 
@@ -207,13 +213,24 @@ def _print_host_gaps(matrix: Any, cpus: list[str], selector: Any) -> None:
             )
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+@dataclass
+class _RunPlan:
+    """What `run` settled before any cell: the matrix, the models, the backends
+    and where the results go."""
+
+    strict: bool
+    matrix: Matrix
+    cpus: list[str]
+    selector: BackendSelector
+    out: Path
+    junit_path: Path | None
+
+
+def _plan_run(args: argparse.Namespace) -> _RunPlan:
+    """Every check a run can fail before it starts (exit 2), in this order."""
     from ..backends.probe import probe_path
     from ..backends.registry import BackendSelector
-    from ..pipeline.progress import Progress
-    from ..pipeline.run import RunReport, run_cells
     from ..results.junit import prepare_out_dir
-    from ..results.writer import ResultsWriter
     from ..spec.matrix_file import select_cpus
 
     strict = _strict(args)
@@ -230,60 +247,45 @@ def cmd_run(args: argparse.Namespace) -> int:
     _print_host_gaps(matrix, cpus, selector)
     out = Path(args.out)
     prepare_out_dir(out)
-    junit_path = _junit_path(args)
+    return _RunPlan(strict, matrix, cpus, selector, out, _junit_path(args))
 
-    cells = matrix.cells(cpus)
-    progress = Progress(len(cells))
-    writer: list[ResultsWriter] = []
 
-    def start(rep: RunReport) -> None:
-        w = ResultsWriter(
-            out, rep, junit_path=junit_path, keep_work=getattr(args, "keep_work", False)
-        )
+class _RunHooks:
+    """run_cells' hooks for `run`: the results writer, made once the report's
+    metadata is known, fed every finished cell; and the signals deferred
+    meanwhile, raised at the first hook call after they came."""
+
+    def __init__(
+        self, out: Path, junit_path: Path | None, keep_work: bool, pending: list[int]
+    ) -> None:
+        self.out = out
+        self.junit_path = junit_path
+        self.keep_work = keep_work
+        self.pending = pending
+        self.writer: ResultsWriter | None = None
+
+    def start(self, rep: RunReport) -> None:
+        from ..results.writer import ResultsWriter
+
+        w = ResultsWriter(self.out, rep, junit_path=self.junit_path, keep_work=self.keep_work)
         w.begin()
-        writer.append(w)
-        signals.raise_pending(pending)  # a signal before the first cell: stop now
+        self.writer = w
+        signals.raise_pending(self.pending)  # a signal before the first cell: stop now
 
-    def idle() -> None:
-        signals.raise_pending(pending)  # one that came before the runner's handler
-        writer[0].maybe_flush()
+    def idle(self) -> None:
+        signals.raise_pending(self.pending)  # one that came before the runner's handler
+        assert self.writer is not None  # start() came first
+        self.writer.maybe_flush()
 
-    def record(rec: Any) -> None:
-        writer[0].add(rec)
+    def record(self, rec: CellRecord) -> None:
+        assert self.writer is not None  # start() came first
+        self.writer.add(rec)
         if rec.result is not None:
             rec.result.mix = None  # written: 500 full mixes held to the end cost ~0.5 GB
 
-    # Every finished cell is written as it finishes; a signal from here to
-    # the end of the final write is only recorded (the runner has its own
-    # handler while cells run), so results.json and the JUnit file always
-    # end up complete for the cells that finished.
-    with signals.deferred() as pending:
-        try:
-            report = run_cells(
-                matrix,
-                cells,
-                selector,
-                workdir=out / "work",
-                jobs=args.jobs,
-                timeout=args.timeout,
-                seed=args.seed,
-                progress=progress,
-                strict=strict,
-                on_start=start,
-                on_record=record,
-                on_idle=idle,
-            )
-        except KeyboardInterrupt:
-            if writer:
-                writer[0].report.interrupted = True
-                writer[0].finish()
-            raise
-        t0 = time.monotonic()
-        writer[0].finish()
-        progress.note(f"{PROG}: results written ({time.monotonic() - t0:.1f} s)")
-    if pending and not report.interrupted:
-        signals.raise_pending(pending)
-    _write_run_reports(out, args.report, progress)
+
+def _print_run_end(out: Path, report: RunReport, junit_path: Path | None) -> int:
+    """The summary table, where the results are, and the exit code."""
     sys.stdout.write(summary_table(report))
     sys.stdout.write(f"results: {out}/results.json  junit: {junit_path or out / 'junit.xml'}\n")
     sys.stdout.flush()
@@ -291,6 +293,50 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: interrupted; results for finished cells written", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_OK if report.ok else EXIT_FAILED
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..pipeline.progress import Progress
+    from ..pipeline.run import run_cells
+
+    plan = _plan_run(args)
+    cells = plan.matrix.cells(plan.cpus)
+    progress = Progress(len(cells))
+
+    # Every finished cell is written as it finishes; a signal from here to
+    # the end of the final write is only recorded (the runner has its own
+    # handler while cells run), so results.json and the JUnit file always
+    # end up complete for the cells that finished.
+    with signals.deferred() as pending:
+        hooks = _RunHooks(plan.out, plan.junit_path, getattr(args, "keep_work", False), pending)
+        try:
+            report = run_cells(
+                plan.matrix,
+                cells,
+                plan.selector,
+                workdir=plan.out / "work",
+                jobs=args.jobs,
+                timeout=args.timeout,
+                seed=args.seed,
+                progress=progress,
+                strict=plan.strict,
+                on_start=hooks.start,
+                on_record=hooks.record,
+                on_idle=hooks.idle,
+            )
+        except KeyboardInterrupt:
+            if hooks.writer is not None:
+                hooks.writer.report.interrupted = True
+                hooks.writer.finish()
+            raise
+        t0 = time.monotonic()
+        assert hooks.writer is not None  # run_cells calls on_start before any cell
+        hooks.writer.finish()
+        progress.note(f"{PROG}: results written ({time.monotonic() - t0:.1f} s)")
+    if pending and not report.interrupted:
+        signals.raise_pending(pending)
+    _write_run_reports(plan.out, args.report, progress)
+    return _print_run_end(plan.out, report, plan.junit_path)
 
 
 def _junit_path(args: argparse.Namespace) -> Path | None:
@@ -553,13 +599,12 @@ def cmd_exec(args: argparse.Namespace) -> int:
     return run_exec(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Run vaescrypt across a matrix of CPU models.")
-    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
+# list-cpus and explain take --matrix alone (no metavar): its help as the shared one
+_MATRIX_HELP = next(o for o in options.OPTIONS if o.flag == "--matrix").kwargs["help"]
 
-    matrix_help = "matrix file (default: ./sde_matrix.yaml, else the packaged copy)"
+
+def _add_run(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``run``: the shared run options, --out and --seed."""
     r = sub.add_parser("run", help="run the matrix and judge every cell")
     options.add_to_argparse(r, "run")
     r.add_argument("--out", default=DEFAULT_OUT, help=f"results directory (default: {DEFAULT_OUT})")
@@ -568,6 +613,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.set_defaults(func=cmd_run)
 
+
+def _add_report(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``report RESULTS_DIR``: HTML and markdown of a results dir."""
     rp = sub.add_parser("report", help="write the HTML report (and markdown) of a results dir")
     rp.add_argument("results_dir")
     rp.add_argument("--html", metavar="FILE", help="HTML file (default: RESULTS_DIR/report.html)")
@@ -585,6 +633,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rp.set_defaults(func=cmd_report)
 
+
+def _add_diff(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``diff OLD NEW``: what changed, and the thresholds worth reporting."""
     d = sub.add_parser("diff", help="what changed between two results dirs")
     d.add_argument("old")
     d.add_argument("new")
@@ -602,16 +653,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.set_defaults(func=cmd_diff)
 
+
+def _add_merge_junit(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``merge-junit FILES --out``."""
     mj = sub.add_parser("merge-junit", help="merge JUnit files into one")
     mj.add_argument("files", nargs="+")
     mj.add_argument("--out", required=True)
     mj.set_defaults(func=cmd_merge_junit)
 
+
+def _add_merge_results(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``merge-results DIRS --out``."""
     mr = sub.add_parser("merge-results", help="merge per-CPU results dirs into one")
     mr.add_argument("dirs", nargs="+", metavar="DIR")
     mr.add_argument("--out", required=True, help="directory for the merged results.json")
     mr.set_defaults(func=cmd_merge_results)
 
+
+def _add_docker(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``docker run``: the shared run options, and the image to run them in."""
     dk = sub.add_parser("docker", help="run the matrix in Docker containers")
     dsub = dk.add_subparsers(dest="docker_command", metavar="ACTION", parser_class=_Parser)
     dsub.required = True
@@ -626,8 +686,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dr.set_defaults(func=cmd_docker_run)
 
+
+def _add_list_cpus(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``list-cpus``: the table, --github-matrix shards or --host-split."""
     lc = sub.add_parser("list-cpus", help="list the CPU models of the matrix")
-    lc.add_argument("--matrix", help=matrix_help)
+    lc.add_argument("--matrix", help=_MATRIX_HELP)
     lc.add_argument(
         "--github-matrix",
         action="store_true",
@@ -657,9 +720,12 @@ def build_parser() -> argparse.ArgumentParser:
     lc.add_argument("--cpu", default=None, help="--host-split: the models (default: all)")
     lc.set_defaults(func=cmd_list_cpus)
 
+
+def _add_explain(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``explain CPU``: the expected paths (or --features) of a model."""
     e = sub.add_parser("explain", help="explain the expected paths of one CPU model")
     e.add_argument("cpu")
-    e.add_argument("--matrix", help=matrix_help)
+    e.add_argument("--matrix", help=_MATRIX_HELP)
     e.add_argument(
         "--features",
         action="store_true",
@@ -668,11 +734,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.set_defaults(func=cmd_explain)
 
+
+def _add_doctor(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``doctor``: which backends work here."""
     dc = sub.add_parser("doctor", help="which backends work on this host, and why not")
     options.add_to_argparse(dc, "doctor")
     dc.add_argument("--json", action="store_true", help="machine-readable output")
     dc.set_defaults(func=cmd_doctor)
 
+
+def _add_exec(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``exec -- PROG ARGS...``: the shared exec options, regions, expectations."""
     x = sub.add_parser(
         "exec",
         help="run any program as if on each CPU model: whole-process "
@@ -703,6 +775,9 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("program", nargs=argparse.REMAINDER, help="-- PROG ARGS...")
     x.set_defaults(func=cmd_exec)
 
+
+def _add_mix(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """``mix FILE``: an SDE mix file, summarised or as JSON."""
     m = sub.add_parser("mix", help="summarise an SDE mix file (--json: normalised JSON)")
     m.add_argument("file")
     m.add_argument(
@@ -710,6 +785,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--compact", action="store_true", help="the whole mix as one-line JSON")
     m.set_defaults(func=cmd_mix)
+
+
+#: The sub-commands, in the order ``--help`` lists them.
+_SUBCOMMANDS = (
+    _add_run,
+    _add_report,
+    _add_diff,
+    _add_merge_junit,
+    _add_merge_results,
+    _add_docker,
+    _add_list_cpus,
+    _add_explain,
+    _add_doctor,
+    _add_exec,
+    _add_mix,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Run vaescrypt across a matrix of CPU models.")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for add in _SUBCOMMANDS:
+        add(sub)
     return p
 
 
