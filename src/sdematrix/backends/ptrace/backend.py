@@ -47,7 +47,7 @@ from ...spec.choices import CPUID_MODES, TRACER_CPUID_MODES
 from ...spec.models import Cell, CpuModel
 from ...verdict.reasons import Kind, Reason
 from ..base import ProbeCommand, RunResult, Violation
-from ..process import run_process, tail_lines
+from ..process import ProcessOutcome, run_process, tail_lines
 from .profile import Site, image_sites, program_images, site_lines, write_profile
 from .tracer_bin import TRACER_ENV, tracer_path
 
@@ -595,77 +595,78 @@ class PtraceBackend:
         """The breakpoint sites of `exe`'s images (see :func:`program_images`)."""
         return [s for img in program_images(exe, env) for s in image_sites(img)]
 
-    def run(
+    def _tracer_argv(
+        self, tracer: Path, profile: Path, out: Path, exe: str, args: tuple[str, ...]
+    ) -> list[str]:
+        return [
+            str(tracer),
+            "--profile",
+            str(profile),
+            "--out",
+            str(out),
+            "--max-steps",
+            str(self.max_steps),
+            "--cpuid-mode",
+            self.cpuid_mode,
+            *(["--no-blocks"] if os.environ.get(BLOCKS_ENV) == "0" else []),
+            "--",
+            exe,
+            *args,
+        ]
+
+    def _start_trace(
         self,
+        tracer: Path,
         cell: Cell,
         model: CpuModel,
         probe: ProbeCommand,
         workdir: Path,
         timeout: float,
-    ) -> RunResult:
-        t0 = time.monotonic()
-        result = RunResult(backend=self.name, status="error")
-        try:
-            workdir.mkdir(parents=True, exist_ok=True)
-            tracer = tracer_path()
-            if tracer is None:
-                result.reason = f"tracer binary not found (set {TRACER_ENV})"
-                return result
-            exe = probe.argv[0]
-            if os.sep not in exe:
-                exe = shutil.which(exe) or exe
-            env = {**os.environ, **probe.env}
-            # one file pair per cell: cells of one run share `workdir` and run
-            # concurrently (--jobs)
-            profile = workdir / f"{cell.name}.ptrace-profile.txt"
-            out = workdir / f"{cell.name}.ptrace-trace.txt"
-            out.unlink(missing_ok=True)
-            images = program_images(exe, env)
-            # the probe's own code gets its straight-line blocks listed: the
-            # tracer runs them natively (block stepping), same records
-            write_profile(profile, model, self.sites_for(exe, env), images, images[:1])
-            argv = [
-                str(tracer),
-                "--profile",
-                str(profile),
-                "--out",
-                str(out),
-                "--max-steps",
-                str(self.max_steps),
-                "--cpuid-mode",
-                self.cpuid_mode,
-                *(["--no-blocks"] if os.environ.get(BLOCKS_ENV) == "0" else []),
-                "--",
-                exe,
-                *probe.argv[1:],
-            ]
-            proc = run_process(argv, env=env, cwd=workdir, timeout=timeout)
-        except (OSError, ValueError) as e:
-            result.reason = f"cannot run the tracer: {e}"
-            result.duration_s = time.monotonic() - t0
-            return result
-        result.duration_s = proc.duration_s
-        result.stdout_tail = tail_lines(proc.stdout)
-        result.stderr_tail = tail_lines(proc.stderr)
-        result.backend_version = "vc-tracer 1"
-        result.artifacts = {"profile": str(profile), "trace": str(out)}
+    ) -> tuple[ProcessOutcome, Path, Path]:
+        """Write the cell's profile and run the probe under the tracer:
+        (the process, the profile, the trace file)."""
+        exe = probe.argv[0]
+        if os.sep not in exe:
+            exe = shutil.which(exe) or exe
+        env = {**os.environ, **probe.env}
+        # one file pair per cell: cells of one run share `workdir` and run
+        # concurrently (--jobs)
+        profile = workdir / f"{cell.name}.ptrace-profile.txt"
+        out = workdir / f"{cell.name}.ptrace-trace.txt"
+        out.unlink(missing_ok=True)
+        images = program_images(exe, env)
+        # the probe's own code gets its straight-line blocks listed: the
+        # tracer runs them natively (block stepping), same records
+        write_profile(profile, model, self.sites_for(exe, env), images, images[:1])
+        argv = self._tracer_argv(tracer, profile, out, exe, probe.argv[1:])
+        proc = run_process(argv, env=env, cwd=workdir, timeout=timeout)
+        return proc, profile, out
+
+    @staticmethod
+    def _read_trace(
+        result: RunResult, proc: ProcessOutcome, out: Path, timeout: float
+    ) -> TracerOutput | None:
+        """The tracer's records; None (the reason in `result`) when the run timed
+        out, flooded its output or left no readable trace."""
         if proc.timed_out:
             result.status = "timeout"
             result.reason = f"timed out after {timeout:g} s"
-            return result
+            return None
         if proc.flooded:
             result.reason = "probe output flood (killed)"
-            return result
+            return None
         try:
-            traced = parse_tracer_output(out.read_text())
+            return parse_tracer_output(out.read_text())
         except (OSError, ValueError) as e:
             last = (proc.stderr.strip().splitlines() or [str(e)])[-1]
             result.reason = f"tracer failed (exit {proc.returncode}): {last}"
-            return result
-        result.exit_code = traced.exit_code
-        if not traced.complete:
-            result.reason = "tracer output incomplete"
-            return result
+            return None
+
+    @staticmethod
+    def _save_mix(
+        result: RunResult, traced: TracerOutput, cell: Cell, model: CpuModel, workdir: Path
+    ) -> None:
+        """The cell's mix and chip-check violations, into `result` and a JSON file."""
         mix, violations = build_mix(traced, model)
         mix.meta.update({"cell": cell.name, "model": model.name})
         mix_file = workdir / f"{cell.name}.ptrace-mix.json"
@@ -673,6 +674,12 @@ class PtraceBackend:
         result.artifacts["mix"] = str(mix_file)
         result.mix = mix
         result.violations = violations
+
+    def _settle(
+        self, result: RunResult, traced: TracerOutput, proc: ProcessOutcome, model: CpuModel
+    ) -> None:
+        """The probe's report, and the status: ok, or why the run is an error (a
+        host SIGILL, a truncated region, no probe report)."""
         result.probe, why = _probe_report(proc.stdout)
         host_gap = _host_sigill(traced, model)
         if host_gap is not None:
@@ -690,4 +697,40 @@ class PtraceBackend:
             result.reason = f"{why} ({how}) {last}".strip()
         else:
             result.status = "ok"
+
+    def run(
+        self,
+        cell: Cell,
+        model: CpuModel,
+        probe: ProbeCommand,
+        workdir: Path,
+        timeout: float,
+    ) -> RunResult:
+        t0 = time.monotonic()
+        result = RunResult(backend=self.name, status="error")
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+            tracer = tracer_path()
+            if tracer is None:
+                result.reason = f"tracer binary not found (set {TRACER_ENV})"
+                return result
+            proc, profile, out = self._start_trace(tracer, cell, model, probe, workdir, timeout)
+        except (OSError, ValueError) as e:
+            result.reason = f"cannot run the tracer: {e}"
+            result.duration_s = time.monotonic() - t0
+            return result
+        result.duration_s = proc.duration_s
+        result.stdout_tail = tail_lines(proc.stdout)
+        result.stderr_tail = tail_lines(proc.stderr)
+        result.backend_version = "vc-tracer 1"
+        result.artifacts = {"profile": str(profile), "trace": str(out)}
+        traced = self._read_trace(result, proc, out, timeout)
+        if traced is None:
+            return result
+        result.exit_code = traced.exit_code
+        if not traced.complete:
+            result.reason = "tracer output incomplete"
+            return result
+        self._save_mix(result, traced, cell, model, workdir)
+        self._settle(result, traced, proc, model)
         return result

@@ -61,7 +61,7 @@ from ...spec.models import Cell, CpuModel
 from ...verdict.reasons import Kind, Reason
 from ..base import ProbeCommand, RunResult, Violation
 from ..probe import ProbeError, parse_probe_output
-from ..process import run_process, tail_lines
+from ..process import ProcessOutcome, run_process, tail_lines
 
 __all__ = ["TCG_TESTS", "QemuBackend", "mix_from_plugin", "sigill_violation", "tcg_tests_for"]
 
@@ -366,20 +366,18 @@ class QemuBackend:
             argv += ["-plugin", f"{so},out={out}"]
         return argv + list(probe.argv)
 
-    def run(
+    def _launch(
         self,
+        result: RunResult,
         cell: Cell,
         model: CpuModel,
         probe: ProbeCommand,
         workdir: Path,
         timeout: float,
-    ) -> RunResult:
-        result = RunResult(backend=self.name, status="error", backend_version=self.version())
-        why = self.cannot_run(model)
-        if why:
-            result.status = "skip"
-            result.reason = why
-            return result
+    ) -> tuple[ProcessOutcome, Path, bool] | None:
+        """Run the probe under QEMU, with the mix plugin when it works: (the
+        process, the plugin's output prefix, whether the plugin ran); None (the
+        reason in `result`) when QEMU cannot start."""
         workdir.mkdir(parents=True, exist_ok=True)
         prefix = workdir / f"{cell.name}.qemu"
         for stale in workdir.glob(f"{prefix.name}.*"):
@@ -397,7 +395,83 @@ class QemuBackend:
             proc = run_process(wrapped, env=env, cwd=workdir, timeout=timeout)
         except OSError as e:
             result.reason = f"cannot start {argv[0]}: {e.strerror or e}"
+            return None
+        return proc, prefix, plugin_on
+
+    @staticmethod
+    def _ended_by_exit(
+        result: RunResult,
+        proc: ProcessOutcome,
+        model: CpuModel,
+        probe: ProbeCommand,
+        lasts: list[Path],
+        plugin_on: bool,
+        probe_problem: str | None,
+    ) -> bool:
+        """How the guest ended, when that settles the cell: a SIGILL (a chip-check
+        violation, status ok), another fatal signal, or no probe report (the
+        reason in `result`).  False when the run goes on to its mix."""
+        sig = _death_signal(proc.returncode, proc.stderr)
+        if sig == signal.SIGILL:
+            last = _read_last(lasts)
+            result.violations = [
+                sigill_violation(model, last, probe.argv[0] if probe.argv else None, plugin_on)
+            ]
+            result.status = "ok"  # a chip-check verdict, not a crash
+            return True
+        if sig is not None:
+            result.reason = f"the probe died of {signal.Signals(sig).name} under QEMU"
+            return True
+        if result.probe is None:
+            result.reason = f"{probe_problem} (exit code {proc.returncode})"
+            return True
+        return False
+
+    def _plugin_mix(self, result: RunResult, model: CpuModel, outputs: list[Path]) -> bool:
+        """The mix and chip check from the plugin's output files, into `result`;
+        False (the reason in `result`) when they are unreadable, missing, or
+        show an empty region."""
+        try:
+            runs = [parse_plugin_output(p) for p in outputs]
+        except MixFileError as e:
+            result.reason = f"bad QEMU plugin output: {e}"
+            return False
+        if not runs:
+            result.reason = "the QEMU mix plugin wrote no output file"
+            return False
+        # The same chip check as ptrace: TCG runs some instructions a
+        # model lacks without a fault (LZCNT as BSR on Westmere), so a
+        # clean exit proves nothing; the executed bytes are checked.
+        result.mix, result.violations = mix_from_plugin(
+            runs, model=model, cpu_spec=self.cpu_spec(model)
+        )
+        if result.mix.meta["regions_started"] == 0:
+            # An empty region is never evidence: the mix (total 0) is
+            # kept for the report, the cell is an error.
+            result.reason = (
+                "the QEMU plugin saw no SSC start mark: the marked region is empty (scoped total 0)"
+            )
+            return False
+        return True
+
+    def run(
+        self,
+        cell: Cell,
+        model: CpuModel,
+        probe: ProbeCommand,
+        workdir: Path,
+        timeout: float,
+    ) -> RunResult:
+        result = RunResult(backend=self.name, status="error", backend_version=self.version())
+        why = self.cannot_run(model)
+        if why:
+            result.status = "skip"
+            result.reason = why
             return result
+        started = self._launch(result, cell, model, probe, workdir, timeout)
+        if started is None:
+            return result
+        proc, prefix, plugin_on = started
         result.duration_s = proc.duration_s
         result.exit_code = proc.returncode
         result.stdout_tail = tail_lines(proc.stdout)
@@ -423,44 +497,10 @@ class QemuBackend:
         for p in outputs + lasts:
             result.artifacts[p.name] = str(p)
 
-        sig = _death_signal(proc.returncode, proc.stderr)
-        if sig == signal.SIGILL:
-            last = _read_last(lasts)
-            result.violations = [
-                sigill_violation(model, last, probe.argv[0] if probe.argv else None, plugin_on)
-            ]
-            result.status = "ok"  # a chip-check verdict, not a crash
+        if self._ended_by_exit(result, proc, model, probe, lasts, plugin_on, probe_problem):
             return result
-        if sig is not None:
-            result.reason = f"the probe died of {signal.Signals(sig).name} under QEMU"
+        if plugin_on and not self._plugin_mix(result, model, outputs):
             return result
-        if result.probe is None:
-            result.reason = f"{probe_problem} (exit code {proc.returncode})"
-            return result
-
-        if plugin_on:
-            try:
-                runs = [parse_plugin_output(p) for p in outputs]
-            except MixFileError as e:
-                result.reason = f"bad QEMU plugin output: {e}"
-                return result
-            if not runs:
-                result.reason = "the QEMU mix plugin wrote no output file"
-                return result
-            # The same chip check as ptrace: TCG runs some instructions a
-            # model lacks without a fault (LZCNT as BSR on Westmere), so a
-            # clean exit proves nothing; the executed bytes are checked.
-            result.mix, result.violations = mix_from_plugin(
-                runs, model=model, cpu_spec=self.cpu_spec(model)
-            )
-            if result.mix.meta["regions_started"] == 0:
-                # An empty region is never evidence: the mix (total 0) is
-                # kept for the report, the cell is an error.
-                result.reason = (
-                    "the QEMU plugin saw no SSC start mark: the marked region is empty "
-                    "(scoped total 0)"
-                )
-                return result
         result.status = "ok"
         return result
 
