@@ -12,7 +12,7 @@
  *   VC_ISA_AESNI_GCM    + "pclmul,ssse3": GHASH and the GCM bulk
  *                       (functions named *gcm* / *ghash*).
  * Neither enables AVX, so the compiler cannot emit a VEX or EVEX encoding
- * here; tests/test_tier_isa.py checks every instruction against the lists.
+ * here; tests/library/test_tier_isa.py checks every instruction against the lists.
  *
  * Contents
  *   1. AES-128/192/256 key expansion (AESKEYGENASSIST) and a single block.

@@ -7,7 +7,7 @@
  *                     compiler may use exactly these extensions;
  *   dispatch/policy.c calls a path runnable when the CPU has every feature of
  *                     VC_ISA_MASK(LIST) (vc_path_supported / _for).
- * tests/test_tier_isa.py decodes every instruction of every tier function in
+ * tests/library/test_tier_isa.py decodes every instruction of every tier function in
  * the built library and probe and checks its CPUID features against the same
  * lists (it reads this file), and each tier file checks at compile time that
  * the target string enables nothing GCC could use that the list leaves out

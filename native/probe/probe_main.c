@@ -195,7 +195,7 @@ static int parse_args(int argc, char **argv, probe_opts *o)
 /* ------------------------------------------------------------ inputs --
  * splitmix64 (Steele, Lea, Flood 2014): a Weyl sequence scrambled by two
  * xor-shift-multiply rounds.  The host regenerates the identical stream in
- * Python (sdematrix.probe.derive_inputs), so every byte is reproducible. */
+ * Python (sdematrix.backends.probe.derive_inputs), so every byte is reproducible. */
 typedef struct byte_stream {
     uint64_t state;
     uint8_t word[8];

@@ -1,7 +1,7 @@
 """Parse an Intel SDE ``-mix`` output file into a :class:`~sdematrix.evidence.mix.Mix`.
 
 The file (format "Mix output version 10", checked against a real SDE 9.24 file in
-``fixtures/sde``) is a sequence of comment-headed sections.  The parts used:
+``tests/data/sde``) is a sequence of comment-headed sections.  The parts used:
 
 * ``# $dynamic-counts`` under ``# EMIT_DYNAMIC_STATS FOR TID n``: one histogram
   per thread -> ``mix.threads``.  (A ``$dynamic-counts`` block under

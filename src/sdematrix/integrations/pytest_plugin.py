@@ -41,7 +41,7 @@ CHECKS = ("dispatch", "mix", "chip", "answer")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    # the flags, defaults and help of `sdematrix run`, spelt --sde-* (options.py)
+    # the flags, defaults and help of `sdematrix run`, spelt --sde-* (cli/options.py)
     from ..cli.options import add_to_pytest
 
     add_to_pytest(parser.getgroup("sdematrix", "CPU-model matrix (sdematrix)"))

@@ -3,7 +3,7 @@
  * natively instead of one single step per instruction.
  *
  * The profile lists, per image, its straight-line blocks (found by decoding
- * the image, see backends/ptrace_profile.py):
+ * the image, see backends/ptrace/profile.py):
  *   blocks PATH            the image the following `b` records belong to
  *   b FILEOFFSET LENGTHS   a block: its first instruction's file offset and
  *                          one hex digit per instruction length (1..f), the

@@ -19,7 +19,7 @@
  *          return value would otherwise overwrite RAX of the injected call).
  *   bp     When the kernel or CPU has no CPUID faulting (arch_prctl: ENODEV,
  *          e.g. AMD guests), the profile lists the CPUID instructions of the
- *          images (found by decoding them, see backends/ptrace_profile.py);
+ *          images (found by decoding them, see backends/ptrace/profile.py);
  *          each gets an int3 and is answered the same way.
  * XGETBV: never trapped by the hardware; the profile lists its occurrences in
  *          the images and each gets an int3: XGETBV(0) answers the model's

@@ -4,7 +4,7 @@
  *
  * Mechanism: first-visit breakpoints.  The profile names, per image, a file
  * of instruction starts (`bounds BINFILE PATH`: little-endian uint32 file
- * offsets, sorted; computed by sdematrix.insn_bounds from the image's
+ * offsets, sorted; computed by sdematrix.evidence.insn_bounds from the image's
  * .eh_frame function ranges and sized function symbols, decoded by linear
  * sweep inside each range only, so data between functions never gets an
  * int3).  When an image is mapped executable in a process (exec, ld.so,
@@ -32,7 +32,7 @@
  * the profile, the tracer (profile.c: profile_ask) writes the image's path
  * as one line to REQFD at the first executable mapping of it, and reads
  * profile records (`image`, `site`, `bounds`) from RESPFD up to a line `end`
- * (sdematrix.exec_run's server computes them).  So one run covers every image with no second pass.
+ * (sdematrix.pipeline.exec_run's server computes them).  So one run covers every image with no second pass.
  *
  * Output lines (written by whole_write): `whole_planted N`, `whole_traps N`,
  * `whole_seen N`, `whole_anon_exec N`, `whole_nobounds PATH`, then one

@@ -88,7 +88,7 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not inst
 # user-mode register-only instructions, one per feature (iced-checked encodings)
 CANDIDATES = {
     # first: a host whose CPUID has no RDSEED (Xen can hide it, XSA-320) still
-    # runs models that advertise it (ptrace.py, HOST_REQUIRED_FEATURES), so a
+    # runs models that advertise it (backends/ptrace/backend.py, HOST_REQUIRED_FEATURES), so a
     # program that executes it there must be this error
     "RDSEED": "0fc7f8",  # rdseed eax
     "AVX_IFMA": "c4e2f5b4c2",  # vpmadd52luq ymm0,ymm1,ymm2

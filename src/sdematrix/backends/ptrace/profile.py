@@ -54,7 +54,7 @@ MIN_BLOCK_INSNS = 3
 # mnemonics that end a block although iced calls their flow "next": the
 # tracer must see them one at a time (emulated, TF-changing, or rep-counted)
 # (TZCNT: the tracer reads its source before it runs, to catch a zero source
-# on a model that executes it as BSF, see tracer.c tzcnt_note)
+# on a model that executes it as BSF, see tracer/tracer.c tzcnt_note)
 _BLOCK_ENDER_NAMES = ("CPUID", "XGETBV", "POPF", "POPFQ", "POPFD", "HLT", "TZCNT")
 _BLOCK_ENDER_NAMES += ("XEND", "XABORT", "XBEGIN", "WRFSBASE", "WRGSBASE")
 _BLOCK_ENDERS = frozenset(
@@ -386,7 +386,7 @@ def write_profile(
     images: Iterable[str] = (),
     block_images: Iterable[str] = (),
 ) -> None:
-    """The tracer's profile file (format documented in tracer.c).  `images`
+    """The tracer's profile file (format documented in tracer/tracer.c).  `images`
     are the images whose sites were searched: an executable mapping of any
     other file is reported by the tracer as unscanned.  `block_images` get
     their straight-line blocks listed (see :func:`image_blocks`), which the

@@ -69,7 +69,7 @@ QEMU_EXE = "qemu-x86_64"
 QEMU_ENV = "SDEMATRIX_QEMU"
 PREFLIGHT_TIMEOUT = 30.0
 
-# TCG capability tests (tcg_probe.c) and when a model needs each: a model
+# TCG capability tests (qemu_plugin/tcg_probe.c) and when a model needs each: a model
 # feature (iced name) plus, for the 512-bit forms, AVX-512 with zmm vectors.
 TCG_TESTS: dict[str, str] = {
     "avx512f": "AVX-512 (zmm)",
