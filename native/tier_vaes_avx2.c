@@ -134,7 +134,6 @@ static inline __attribute__((always_inline, target(VC_TGT))) int vc_vex_tag_eq(_
 #define VC_SHORT_V 8
 /* The main loop runs two batches (8 ymm vectors) per step: see VC_DBL. */
 #define VC_DBL 1
-#define VC_DBL_SCHOOL 1
 
 #include "vaes_common.h"
 

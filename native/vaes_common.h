@@ -245,34 +245,6 @@ static inline VC_FN vc_v VC_NAME(finish)(const VC_NAME(acc) *a)
     return v_hxor(VC_NAME(reduce)(a->lo, mid, a->hi));
 }
 
-#ifdef VC_DBL
-/* Schoolbook variant for the double step: four products per vector
- * (lo, hi and the two cross terms, summed into kara as the true middle
- * term) instead of Karatsuba's three plus a VPSHUFD and a VPXOR on the
- * data.  It needs no data-side temporary and no Karatsuba table half:
- * fewer live registers where 8 state vectors hold half the VEX register
- * file, and fewer shuffle-port uops. */
-static inline VC_FN void VC_NAME(mul_sb)(VC_NAME(acc) *a, vc_v d, const uint8_t *kp, int first)
-{
-    const vc_v k = v_loadu(kp);
-    const vc_v lo = v_clmul(d, k, 0x00), hi = v_clmul(d, k, 0x11);
-    const vc_v mid = v_xor(v_clmul(d, k, 0x01), v_clmul(d, k, 0x10));
-    if (first) {
-        a->lo = lo;
-        a->hi = hi;
-        a->kara = mid;
-    } else {
-        a->lo = v_xor(a->lo, lo);
-        a->hi = v_xor(a->hi, hi);
-        a->kara = v_xor(a->kara, mid);
-    }
-}
-static inline VC_FN vc_v VC_NAME(finish_sb)(const VC_NAME(acc) *a)
-{
-    return v_hxor(VC_NAME(reduce)(a->lo, a->kara, a->hi));
-}
-#endif
-
 /* Out of line (one copy serves every call site); the vectors are passed
  * by value, in registers, not through a stack array. */
 static VC_NOINL vc_v VC_NAME(batch4)(const vc_ghash_key *g, vc_v S, vc_v d0, vc_v d1, vc_v d2,
@@ -442,7 +414,19 @@ static VC_FN void VC_NAME(ghash)(const vc_ghash_key *g, uint8_t X[16], const uin
  * goes through the plain path).  Measured on Intel Sapphire Rapids class
  * (in-process A/B, AES-256): vaes_avx2 +4 to +8 % at 512 B-64 KiB, both
  * directions; on avx10_256 (EVEX, 32 registers) it was within noise
- * (-2 to +8 %), so that tier keeps the 4-vector step. */
+ * (-2 to +8 %), so that tier keeps the 4-vector step.
+ *
+ * The step's products are Karatsuba's three per vector (see Karatsuba
+ * above), not schoolbook's four.  On Zen 4 a VPCLMULQDQ issues once per
+ * two cycles at every width while a ymm VAESENC issues twice per cycle
+ * (vaescrypt.bench's issue rates: 1.8 x 10^9 VPCLMULQDQ/s at xmm, ymm and
+ * zmm; 7.3 x 10^9 ymm VAESENC/s), so on ymm the multiplies cost about as
+ * much issue time per block as the 14 AES rounds and the fourth product
+ * is not free.  In-process A/B on Zen 4 (AES-256, 60 alternated pairs,
+ * median ratio): Karatsuba +1 to +4 % at 1420 B-64 KiB both directions,
+ * level at <= 512 B.  (On Sapphire Rapids class schoolbook measured 3-5 %
+ * faster for decryption; this tier runs on Zen 3 and Intel client parts,
+ * where Karatsuba is the documented choice for VAES without AVX-512.) */
 #ifdef VC_DBL
 #define VC_DBL_ON 1
 #define VC_UNROLL8 _Pragma("GCC unroll 8")
@@ -451,13 +435,6 @@ static VC_FN void VC_NAME(ghash)(const vc_ghash_key *g, uint8_t X[16], const uin
         VC_UNROLL8 for (int j_ = 0; j_ < 8; j_++) x[j_] = v_aesenc(x[j_], (kr));                  \
     } while (0)
 static_assert(2 * VC_B <= 32, "the double step needs 2B powers in the table");
-#ifdef VC_DBL_SCHOOL
-#define VC_DMUL VC_NAME(mul_sb)
-#define VC_DFIN VC_NAME(finish_sb)
-#else
-#define VC_DMUL VC_NAME(mul)
-#define VC_DFIN VC_NAME(finish)
-#endif
 
 #else
 #define VC_DBL_ON 0
@@ -543,27 +520,27 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
              * summed unreduced and reduced once, between the rounds. */
             VC_R8(m0);
             if (hash) {
-                VC_DMUL(&a, v_xor(v_shuf8(v_loadu(hp), bs), S), kp2, 1);
-                VC_DMUL(&a, v_shuf8(v_loadu(hp + VC_W), bs), kp2 + VC_W, 0);
+                VC_NAME(mul)(&a, v_xor(v_shuf8(v_loadu(hp), bs), S), kp2, 1);
+                VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + VC_W), bs), kp2 + VC_W, 0);
             }
             VC_R8(m1);
             if (hash) {
-                VC_DMUL(&a, v_shuf8(v_loadu(hp + 2 * VC_W), bs), kp2 + 2 * VC_W, 0);
-                VC_DMUL(&a, v_shuf8(v_loadu(hp + 3 * VC_W), bs), kp2 + 3 * VC_W, 0);
+                VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 2 * VC_W), bs), kp2 + 2 * VC_W, 0);
+                VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 3 * VC_W), bs), kp2 + 3 * VC_W, 0);
             }
             VC_R8(m2);
             if (hash) {
-                VC_DMUL(&a, v_shuf8(v_loadu(hp + 4 * VC_W), bs), kp, 0);
-                VC_DMUL(&a, v_shuf8(v_loadu(hp + 5 * VC_W), bs), kp + VC_W, 0);
+                VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 4 * VC_W), bs), kp, 0);
+                VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 5 * VC_W), bs), kp + VC_W, 0);
             }
             VC_R8(m3);
             if (hash) {
-                VC_DMUL(&a, v_shuf8(v_loadu(hp + 6 * VC_W), bs), kp + 2 * VC_W, 0);
-                VC_DMUL(&a, v_shuf8(v_loadu(hp + 7 * VC_W), bs), kp + 3 * VC_W, 0);
+                VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 6 * VC_W), bs), kp + 2 * VC_W, 0);
+                VC_NAME(mul)(&a, v_shuf8(v_loadu(hp + 7 * VC_W), bs), kp + 3 * VC_W, 0);
             }
             VC_R8(m4);
             if (hash)
-                S = VC_DFIN(&a);
+                S = VC_NAME(finish)(&a);
             VC_R8(m5);
             VC_R8(m6);
             VC_R8(m7);
