@@ -1,6 +1,9 @@
-"""The outcomes in results.json: written and read here, one schema.
+"""results.json, both kinds: written and read here, one schema.
 
-``sdematrix run``'s cells and ``sdematrix exec``'s models (at the end).
+``sdematrix run``'s document (:func:`run_results_json`) and its cells, and
+``sdematrix exec``'s document (:func:`exec_results_json`) and its models;
+:mod:`sdematrix.results.writer` writes them, :mod:`sdematrix.results.load`
+reads them back.
 
 :func:`outcome_to_json` is what the results writer puts (into ``results.json``'s ``cells`` and ``cells/<cell>.json``'s
 ``outcome``); :func:`outcome_from_json` reads it back into the fields of an
@@ -30,6 +33,7 @@ from ..verdict.reasons import kinds_of, reasons_from_json
 from .junit import mix_summary
 
 if TYPE_CHECKING:
+    from ..pipeline.run import RunReport
     from ..verdict.cell import Outcome
     from ..verdict.exec_judge import ExecOutcome
 
@@ -46,6 +50,7 @@ __all__ = [
     "opt_str",
     "outcome_from_json",
     "outcome_to_json",
+    "run_results_json",
     "violations_json",
 ]
 
@@ -176,6 +181,49 @@ def violations_json(violations: Iterable[Violation]) -> list[dict[str, Any]]:
         }
         for v in violations
     ]
+
+
+def run_results_json(
+    r: RunReport,
+    cells: list[dict[str, Any]],
+    counts: dict[str, int],
+    host: dict[str, Any],
+    *,
+    final: bool,
+) -> dict[str, Any]:
+    """``sdematrix run``'s results.json (the layout: :mod:`sdematrix.results.junit`):
+    `cells` the finished cells' entries (:func:`outcome_to_json` plus
+    ``mix_summary`` and ``files``) in matrix order, `counts` theirs; before
+    the end (not `final`) it is in progress and lists the cells not run yet."""
+    models = {
+        cpu: {
+            "title": r.matrix.models[cpu].title if cpu in r.matrix.models else cpu,
+            **r.model_backends.get(cpu, {"backend": None, "skip_reason": None}),
+        }
+        for cpu in dict.fromkeys(c.cpu for c in r.cells)
+    }
+    done = {c["cell"] for c in cells}
+    not_run = [c.name for c in r.cells if c.name not in done]
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "sdematrix", "version": __version__},
+        "matrix": str(r.matrix.source),
+        "seed": r.seed,
+        "jobs": r.jobs,
+        "timeout_s": r.timeout_s,
+        "started_at": r.started_at,
+        "finished_at": r.finished_at if final else None,
+        "duration_s": round(r.duration_s, 3),
+        "interrupted": r.interrupted if final else False,
+        "in_progress": not final,
+        "host": host,
+        "backend_requested": r.backend_requested,
+        "backends": r.backends,
+        "models": models,
+        "counts": {**counts, "not_run": len(not_run)},
+        "cells": cells,
+        "not_run": not_run,
+    }
 
 
 # ---- sdematrix exec: one row per model -------------------------------------------

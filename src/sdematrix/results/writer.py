@@ -28,6 +28,13 @@ is a hard link to it (a copy only across file systems).
 
 While the run is in progress ``results.json`` says ``"in_progress": true``
 and lists the cells not finished yet under ``not_run``.
+
+``sdematrix exec``'s directory is written here too, once its models have run
+(:func:`write_exec_results`), through the same last step (:func:`publish`:
+the JUnit file, its link, then ``results.json``) and the same writers of the
+documents (:class:`~sdematrix.results.junit.JUnitDoc`,
+:mod:`sdematrix.results.outcome_json`, which owns both results.json
+schemas).
 """
 
 from __future__ import annotations
@@ -39,7 +46,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._version import __version__
 from ..errors import OutputDirError
 from ..evidence.mix import Mix
 from ..pipeline.run import CellRecord, RunReport
@@ -53,7 +59,7 @@ from .junit import (
     mix_summary,
     prepare_out_dir,
 )
-from .outcome_json import SCHEMA, exec_results_json, outcome_to_json, violations_json
+from .outcome_json import exec_results_json, outcome_to_json, run_results_json, violations_json
 
 if TYPE_CHECKING:
     from ..verdict.exec_judge import ExecOutcome
@@ -197,36 +203,13 @@ class ResultsWriter:
         return n
 
     def results_json(self, *, final: bool) -> dict[str, Any]:
-        r = self.report
-        models = {
-            cpu: {
-                "title": r.matrix.models[cpu].title if cpu in r.matrix.models else cpu,
-                **r.model_backends.get(cpu, {"backend": None, "skip_reason": None}),
-            }
-            for cpu in dict.fromkeys(c.cpu for c in r.cells)
-        }
-        done = {c["cell"] for c in self._cells.values()}
-        not_run = [c.name for c in r.cells if c.name not in done]
-        return {
-            "schema": SCHEMA,
-            "tool": {"name": "sdematrix", "version": __version__},
-            "matrix": str(r.matrix.source),
-            "seed": r.seed,
-            "jobs": r.jobs,
-            "timeout_s": r.timeout_s,
-            "started_at": r.started_at,
-            "finished_at": r.finished_at if final else None,
-            "duration_s": round(r.duration_s, 3),
-            "interrupted": r.interrupted if final else False,
-            "in_progress": not final,
-            "host": self._host,
-            "backend_requested": r.backend_requested,
-            "backends": r.backends,
-            "models": models,
-            "counts": {**self._counts, "not_run": len(not_run)},
-            "cells": [self._cells[i] for i in sorted(self._cells)],
-            "not_run": not_run,
-        }
+        return run_results_json(
+            self.report,
+            [self._cells[i] for i in sorted(self._cells)],
+            self._counts,
+            self._host,
+            final=final,
+        )
 
     def flush(self, *, final: bool) -> None:
         publish(self.out, self.junit_path, self.doc.text(), _dumps(self.results_json(final=final)))
