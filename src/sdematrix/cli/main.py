@@ -399,7 +399,7 @@ def _write_run_reports(out: Path, report_dir: str | None, progress: Any = None) 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ..report import emit_step_summary, load_results, write_html, write_markdown
-    from ..report.exec_html import is_exec_results
+    from ..results.load import is_exec_results
 
     results_dir = Path(args.results_dir)
     if is_exec_results(results_dir):
@@ -429,7 +429,8 @@ def _no_step_summary() -> None:
 
 def _report_exec(args: argparse.Namespace, results: Path) -> int:
     """`sdematrix report` on an `exec --out` directory."""
-    from ..report.exec_html import load_exec_results, render_html, render_markdown, step_summary
+    from ..report.exec_html import render_html, render_markdown, step_summary
+    from ..results.load import load_exec_results
 
     data = load_exec_results(results)
     dest = Path(args.html) if args.html else results / "report.html"

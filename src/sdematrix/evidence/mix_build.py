@@ -1,19 +1,22 @@
-"""Executed instructions -> a :class:`~sdematrix.evidence.mix.Mix`, shared by the
-backends that observe raw instruction bytes (ptrace, QEMU).
+"""Executed instructions -> a :class:`~sdematrix.evidence.mix.Mix` and its chip
+check: the one builder (:func:`build_checked_mix`) every backend that observes
+raw instruction bytes (ptrace, QEMU) and ``sdematrix exec`` use.
 
 Each backend reports, per distinct executed address, the instruction's bytes,
 how many times it ran, and a way to name the address (its own symboliser);
-:func:`mix_from_executed` decodes the bytes (iced-x86, :mod:`sdematrix.evidence.decode`),
+the builder decodes the bytes (iced-x86, :mod:`sdematrix.evidence.decode`),
 names the address, accounts the executions in the mix and gives every
-function of the mix its run-time address range.  A backend that must look at
-each decoded instruction passes ``on_insn``.
+function of the mix its run-time address range.
 
-:func:`checked_mix` is that plus the chip check both backends share: every
-distinct executed instruction is checked against the model's ISA with
-:func:`sdematrix.evidence.decode.chip_check`, one :class:`Violation` per offending
-address.  ptrace and QEMU call this one function, so a mix from either is
-judged by the same rules (QEMU 7.2 runs LZCNT as BSR on a Westmere model
-without a fault: only this check sees it).
+The chip check: every distinct executed instruction is checked against the
+model's ISA with :func:`sdematrix.evidence.decode.chip_check`, one
+:class:`Violation` per offending address.  ptrace and QEMU call
+:func:`checked_mix`, exec's whole-run check
+(:func:`sdematrix.evidence.exec_check.whole_checked_mix`) hands the same
+builder its records already named, so a mix from any of them is judged by
+the same rules (QEMU 7.2 runs LZCNT as BSR on a Westmere model without a
+fault: only this check sees it).  :func:`mix_from_executed` is the builder
+without the check.
 
 Given the model, the mix records what the model executes: an encoding the
 model runs as an older instruction (TZCNT as BSF without BMI1, see
@@ -23,8 +26,9 @@ counted in ``Mix.legacy_forms``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..backends.base import Violation
 from ..spec.models import CpuModel
@@ -35,7 +39,11 @@ from .symbols import Location
 __all__ = [
     "MAX_VIOLATIONS",
     "Executed",
+    "Judged",
+    "Located",
+    "build_checked_mix",
     "checked_mix",
+    "judge_encoding",
     "mix_from_executed",
     "zero_source_violations",
 ]
@@ -45,6 +53,8 @@ __all__ = [
 MAX_VIOLATIONS = 200
 
 Locate = Callable[[int], Location]
+# One distinct executed instruction, named: (address, bytes, executions, location)
+Located = tuple[int, bytes, int, Location]
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,108 @@ class Executed:
     locate: Locate
 
 
+class Judged(NamedTuple):
+    """One encoding, judged once: as decoded, as the model executes it, the
+    chip-check reason (None: legal, or no model) and the legacy-form label."""
+
+    insn: Insn
+    ran: Insn
+    why: str | None
+    label: str | None
+
+
+def judge_encoding(code: bytes, model: CpuModel | None, check: bool = True) -> Judged:
+    """Decode `code` (its first instruction) and judge it against `model`."""
+    insn = decode(code)
+    lf = legacy_form(insn, model) if model is not None and insn.legacy is not None else None
+    return Judged(
+        insn,
+        as_executed(insn, model) if lf is not None else insn,
+        chip_check(insn, model) if check and model is not None else None,
+        lf.label if lf is not None else None,
+    )
+
+
+def build_checked_mix(
+    source: str,
+    located: Iterable[Located],
+    model: CpuModel | None,
+    *,
+    check: bool = True,
+    limit: int = MAX_VIOLATIONS,
+    isa_in_reason: bool = False,
+    visit: Callable[[int, Insn, Location], None] | None = None,
+) -> tuple[Mix, list[Violation]]:
+    """The one builder of mixes and their chip check (see the module doc):
+    `located` in execution-record order, each record (address, bytes,
+    executions, location).  Each distinct encoding (the first 15 bytes, all
+    that decode reads) is decoded and judged once; executions are summed per
+    (image, function, form) and handed to the Mix once per key, in first-
+    execution order (the counts one call per record gives).  `check`: the
+    chip check against `model`, the first `limit` violations kept;
+    `isa_in_reason`: a reason ends with the instruction's ISA set (``...; ISA
+    set AVX2``, as ``sdematrix exec`` reports it); `visit(index, insn,
+    location)` sees every record's instruction as decoded."""
+    judged: dict[bytes, Judged] = {}
+    acc: dict[tuple[str, str, str, str, str, str, str], int] = {}
+    ranges: dict[tuple[str, str], tuple[int | None, int | None]] = {}
+    legacy: dict[str, int] = {}
+    violations: list[Violation] = []
+    for i, (addr, code, n, loc) in enumerate(located):
+        key = code[:15]
+        j = judged.get(key)
+        if j is None:
+            j = judged[key] = judge_encoding(key, model, check)
+        insn, ran, why, label = j
+        if label is not None:
+            legacy[label] = legacy.get(label, 0) + n
+        k = (
+            loc.image,
+            loc.function,
+            ran.mnemonic,
+            ran.encoding,
+            ran.width,
+            ran.isa_set,
+            ran.isa_ext,
+        )
+        acc[k] = acc.get(k, 0) + n
+        ranges.setdefault((loc.function, loc.image), (loc.lo, loc.hi))
+        if why is not None and len(violations) < limit:
+            violations.append(
+                Violation(
+                    reason=f"{why}; ISA set {insn.isa_set}" if isa_in_reason else why,
+                    address=addr,
+                    function=loc.function,
+                    image=loc.image,
+                    mnemonic=insn.mnemonic,
+                    bytes_hex=code[: insn.length].hex(),
+                )
+            )
+        if visit is not None:
+            visit(i, insn, loc)
+    mix = Mix(source=source)
+    for (image, function, mnem, enc, width, isa_set, isa_ext), n in acc.items():
+        mix.add_instruction(
+            image=image,
+            function=function,
+            mnemonic=mnem,
+            encoding=enc,
+            width=width,
+            count=n,
+            isa_set=isa_set,
+            isa_ext=isa_ext,
+        )
+    for fm in mix.functions:
+        fm.lo, fm.hi = ranges.get((fm.name, fm.image), (None, None))
+    mix.legacy_forms.update(legacy)
+    return mix, violations
+
+
+def _located(executed: Iterable[Executed]) -> Iterator[Located]:
+    for ex in executed:
+        yield ex.address, ex.code, ex.count, ex.locate(ex.address)
+
+
 def mix_from_executed(
     source: str,
     executed: Iterable[Executed],
@@ -67,36 +179,19 @@ def mix_from_executed(
 ) -> Mix:
     """A new Mix (``source`` "ptrace" / "qemu" ...) holding `executed`, in
     order, as `model` executes it (legacy forms, see the module doc; None:
-    as decoded).  A function's range (``lo``/``hi``) is the one its first
-    instruction's location gave.  ``on_insn`` sees every instruction (as
-    decoded) after it is accounted; ``meta`` is left for the caller."""
-    mix = Mix(source=source)
-    ranges: dict[tuple[str, str], tuple[int | None, int | None]] = {}
-    for ex in executed:
-        insn = decode(ex.code, ex.address)
-        loc = ex.locate(ex.address)
-        ran = insn
-        if model is not None and insn.legacy is not None:
-            lf = legacy_form(insn, model)
-            if lf is not None:
-                ran = as_executed(insn, model)
-                mix.legacy_forms[lf.label] += ex.count
-        mix.add_instruction(
-            image=loc.image,
-            function=loc.function,
-            mnemonic=ran.mnemonic,
-            encoding=ran.encoding,
-            width=ran.width,
-            count=ex.count,
-            isa_set=ran.isa_set,
-            isa_ext=ran.isa_ext,
-        )
-        ranges.setdefault((loc.function, loc.image), (loc.lo, loc.hi))
-        if on_insn is not None:
-            on_insn(ex, insn, loc)
-    for fm in mix.functions:
-        fm.lo, fm.hi = ranges.get((fm.name, fm.image), (None, None))
-    return mix
+    as decoded), without the chip check (:func:`build_checked_mix`).  A
+    function's range (``lo``/``hi``) is the one its first instruction's
+    location gave.  ``on_insn`` sees every instruction (as decoded, at its
+    address); ``meta`` is left for the caller."""
+    if on_insn is None:
+        return build_checked_mix(source, _located(executed), model, check=False)[0]
+    seen = list(executed)
+
+    def visit(i: int, insn: Insn, loc: Location) -> None:
+        ex = seen[i]
+        on_insn(ex, decode(ex.code, ex.address), loc)
+
+    return build_checked_mix(source, _located(seen), model, check=False, visit=visit)[0]
 
 
 def checked_mix(
@@ -104,30 +199,16 @@ def checked_mix(
     executed: Iterable[Executed],
     model: CpuModel | None,
     limit: int = MAX_VIOLATIONS,
+    *,
+    isa_in_reason: bool = False,
 ) -> tuple[Mix, list[Violation]]:
     """:func:`mix_from_executed` plus the chip check against `model` (None:
     no check): every distinct executed instruction the model cannot execute
     gives one Violation (address, function, image, mnemonic, bytes), the
-    first `limit` of them in execution-record order."""
-    violations: list[Violation] = []
-
-    def check(ex: Executed, insn: Insn, loc: Location) -> None:
-        if model is None or len(violations) >= limit:
-            return
-        why = chip_check(insn, model)
-        if why is not None:
-            violations.append(
-                Violation(
-                    reason=why,
-                    address=ex.address,
-                    function=loc.function,
-                    image=loc.image,
-                    mnemonic=insn.mnemonic,
-                    bytes_hex=ex.code[: insn.length].hex(),
-                )
-            )
-
-    return mix_from_executed(source, executed, check, model), violations
+    first `limit` of them in execution-record order (:func:`build_checked_mix`)."""
+    return build_checked_mix(
+        source, _located(executed), model, limit=limit, isa_in_reason=isa_in_reason
+    )
 
 
 def zero_source_violations(

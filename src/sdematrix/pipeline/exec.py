@@ -1,6 +1,7 @@
 """The ``sdematrix exec`` command: options parsed by :mod:`sdematrix.cli.main`
 (shared with ``run`` through :mod:`sdematrix.cli.options`), runs by
-:mod:`sdematrix.pipeline.exec_run`, verdicts and files by :mod:`sdematrix.verdict.exec_judge`.
+:mod:`sdematrix.pipeline.exec_run`, verdicts by :mod:`sdematrix.verdict.exec_judge`, files by
+:mod:`sdematrix.results.writer` (as ``run``'s) and reports by :mod:`sdematrix.report.exec_html`.
 
 * ``--jobs N``: up to N models run at once (one traced process each; the
   images a run maps at run time are shared through the plan, under a lock);
@@ -153,7 +154,8 @@ def _write_outputs(
     prog: list[str],
     exps: list[Any],
 ) -> None:
-    from ..verdict.exec_judge import write_exec_junit, write_exec_reports, write_exec_results
+    from ..report.exec_html import write_exec_reports
+    from ..results.writer import write_exec_junit, write_exec_results
 
     junit = Path(args.junit) if args.junit else None
     if out is not None:  # the JUnit file is written once, at --junit if given

@@ -5,8 +5,9 @@ backend's tracer, :mod:`sdematrix.backends.ptrace.backend`): CPUID answers from 
 model's profile (fault or bp mode, every image's sites armed), every distinct
 instruction executed in any thread or child is recorded once (first-visit
 breakpoints, tracer/whole.c, starts from :mod:`sdematrix.evidence.insn_bounds`) and
-chip-checked with the one check every backend shares
-(:func:`sdematrix.evidence.mix_build.checked_mix`).
+chip-checked with the one check every backend shares (the builder of
+:mod:`sdematrix.evidence.mix_build`, through
+:func:`sdematrix.evidence.exec_check.whole_checked_mix`).
 
 Regions (the mix the expectations judge):
 
@@ -52,6 +53,7 @@ from ..backends.ptrace.tracer_bin import tracer_path
 from ..errors import SdeMatrixError
 from ..evidence.exec_check import whole_checked_mix
 from ..evidence.insn_bounds import bounds_file, fde_ranges
+from ..evidence.mix import Mix
 from ..evidence.mix_build import Executed, mix_from_executed, zero_source_violations
 from ..evidence.symbols import Location, Symbolizer, load_image
 from ..spec.choices import DEFAULT_TIMEOUT
@@ -282,32 +284,28 @@ def _trace_once(plan: ExecPlan, model: CpuModel, work: Path) -> tuple[TracerOutp
     return traced, stdout, stderr
 
 
-def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
-    """Run the program under `model` once (images it maps at run time are
-    served to the tracer while it runs, see :func:`_serve_images`)."""
-    res = ExecResult(model=model.name)
-    t0 = time.monotonic()
-    try:
-        traced, res.stdout, res.stderr = _trace_once(plan, model, work)
-    except (TimeoutError, RuntimeError, OSError) as e:
-        res.error = str(e)
-        res.duration_s = time.monotonic() - t0
-        return res
-    res.duration_s = time.monotonic() - t0
-    res.exit_code = traced.exit_code
-    if not traced.complete:
-        res.error = "tracer output incomplete"
-        return res
+Locator = Callable[[int], Callable[[int], Location]]
+
+
+def _locator(traced: TracerOutput) -> Locator:
+    """Address space -> its symboliser (:func:`unwind_named`), made once each."""
     symbolizers = {sid: Symbolizer(text) for sid, text in traced.maps.items()}
     empty = Symbolizer("")
-    locators: dict[int, Any] = {}
+    locators: dict[int, Callable[[int], Location]] = {}
 
-    def locate_in(space: int) -> Any:
+    def locate_in(space: int) -> Callable[[int], Location]:
         if space not in locators:
             locators[space] = unwind_named(symbolizers.get(space, empty))
         return locators[space]
 
-    # chip check: every distinct instruction, whole-run and stepped alike
+    return locate_in
+
+
+def _chip_check(
+    res: ExecResult, traced: TracerOutput, model: CpuModel, locate_in: Locator
+) -> tuple[Mix, int]:
+    """The whole-run mix and chip check: every distinct instruction, whole-run
+    and stepped alike, and TZCNT with a zero source; (mix, how many)."""
     stepped = {(s, a) for s, a, _n, _c in traced.insns}
     recorded = [(s, a, c, 1) for s, a, c in traced.seen if (s, a) not in stepped]
     recorded += [(s, a, c, n) for s, a, n, c in traced.insns]
@@ -318,22 +316,41 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
     res.violations += zero_source_violations(
         traced.tzcnt_zero, lambda s, a: codes.get((s, a)), locate_in, model
     )
+    return whole, len(recorded)
+
+
+def _region_mix(
+    res: ExecResult,
+    plan: ExecPlan,
+    traced: TracerOutput,
+    model: CpuModel,
+    whole: Mix,
+    locate_in: Locator,
+) -> Mix:
+    """The mix the expectations judge: the stepped regions', else the whole
+    run's (`whole`); sets ``res.region`` and ``res.entered``."""
     stepping = [r for r in plan.regions if r.kind != "whole"]
-    if stepping:
-        res.mix = mix_from_executed(
-            "ptrace",
-            (Executed(a, c, n, locate_in(s)) for s, a, n, c in traced.insns),
-            model=model,
-        )
-        res.region = ",".join(str(r) for r in stepping)
-        # legacy forms (TZCNT run as BSF) anywhere in the process, not only
-        # in the regions: the whole-run check passed them, the reader sees it
-        res.mix.legacy_forms = whole.legacy_forms.copy()
-    else:
-        res.mix = whole
-        res.region = "whole"
-    res.entered = {res.region: traced.regions} if stepping else {}
-    res.meta = {
+    if not stepping:
+        res.region, res.entered = "whole", {}
+        return whole
+    mix = mix_from_executed(
+        "ptrace",
+        (Executed(a, c, n, locate_in(s)) for s, a, n, c in traced.insns),
+        model=model,
+    )
+    res.region = ",".join(str(r) for r in stepping)
+    res.entered = {res.region: traced.regions}
+    # legacy forms (TZCNT run as BSF) anywhere in the process, not only in
+    # the regions: the whole-run check passed them, the reader sees it
+    mix.legacy_forms = whole.legacy_forms.copy()
+    return mix
+
+
+def _meta(
+    res: ExecResult, traced: TracerOutput, model: CpuModel, whole: Mix, distinct: int
+) -> dict[str, Any]:
+    """The run's coverage figures (results.json ``meta``, JUnit ``coverage.*``)."""
+    meta = {
         "model": model.name,
         "cpuid_mode": traced.cpuid_mode,
         "cpuid_answered": traced.cpuid_answered,
@@ -341,7 +358,7 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
         "regions": traced.regions,
         "steps": traced.steps,
         "truncated": traced.truncated,
-        "distinct_instructions": len(recorded),
+        "distinct_instructions": distinct,
         "traps": traced.whole.get("traps", 0),
         "planted": traced.whole.get("planted", 0),
         "anon_exec_mappings": traced.whole.get("anon_exec", 0),
@@ -357,16 +374,45 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
     }
     lacks = host_lacks(model)
     if lacks:
-        res.meta["host_lacks"] = lacks
-    res.mix.meta.update(res.meta)
-    if traced.exit_kind == "signal" and traced.exit_value == signal.SIGILL and traced.sigill:
-        # a SIGILL on an instruction the model advertises but this host lacks
-        # is the host's limit, not the program's: the model's cell is an error
-        space, addr, code = traced.sigill
-        loc = locate_in(space)(addr)
-        why = sigill_reason(model, code, f"{loc.function} in {loc.image} at {addr:#x}")
-        if why is not None:
-            res.error = why
+        meta["host_lacks"] = lacks
+    return meta
+
+
+def _host_sigill(traced: TracerOutput, model: CpuModel, locate_in: Locator) -> str | None:
+    """A SIGILL on an instruction the model advertises but this host lacks
+    is the host's limit, not the program's: why the model's cell is an error."""
+    if traced.exit_kind != "signal" or traced.exit_value != signal.SIGILL or not traced.sigill:
+        return None
+    space, addr, code = traced.sigill
+    loc = locate_in(space)(addr)
+    return sigill_reason(model, code, f"{loc.function} in {loc.image} at {addr:#x}")
+
+
+def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
+    """Run the program under `model` once (images it maps at run time are
+    served to the tracer while it runs, see :func:`_serve_images`): trace,
+    chip check, the region's mix, the coverage figures, a host SIGILL."""
+    res = ExecResult(model=model.name)
+    t0 = time.monotonic()
+    try:
+        traced, res.stdout, res.stderr = _trace_once(plan, model, work)
+    except (TimeoutError, RuntimeError, OSError) as e:
+        res.error = str(e)
+        res.duration_s = time.monotonic() - t0
+        return res
+    res.duration_s = time.monotonic() - t0
+    res.exit_code = traced.exit_code
+    if not traced.complete:
+        res.error = "tracer output incomplete"
+        return res
+    locate_in = _locator(traced)
+    whole, distinct = _chip_check(res, traced, model, locate_in)
+    res.mix = mix = _region_mix(res, plan, traced, model, whole, locate_in)
+    res.meta = _meta(res, traced, model, whole, distinct)
+    mix.meta.update(res.meta)
+    why = _host_sigill(traced, model, locate_in)
+    if why is not None:
+        res.error = why
     return res
 
 

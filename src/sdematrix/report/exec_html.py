@@ -1,7 +1,7 @@
 """HTML and markdown reports of ``sdematrix exec`` results.
 
-Both read the exec results document (:func:`sdematrix.verdict.exec_judge.results_json`,
-also OUT/results.json of ``exec --out``), so ``exec --report DIR`` and
+Both read the exec results document (:func:`sdematrix.results.outcome_json.exec_results_json`,
+also OUT/results.json of ``exec --out``, read by :func:`sdematrix.results.load.load_exec_results`), so ``exec --report DIR`` and
 ``sdematrix report OUT`` give the same pages:
 
 * a grid model x check (``run and chip check`` and each expectation): pass,
@@ -17,33 +17,16 @@ from __future__ import annotations
 import html
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import OutputDirError, SdeMatrixError
-from ..inputs import load_json
+from ..results.outcome_json import exec_results_json
 
-__all__ = ["is_exec_results", "load_exec_results", "render_html", "render_markdown", "step_summary"]
+if TYPE_CHECKING:
+    from ..verdict.exec_judge import ExecOutcome
+
+__all__ = ["render_html", "render_markdown", "step_summary", "write_exec_reports"]
 
 _SYMBOL = {"pass": "pass", "fail": "FAIL", "error": "ERROR", "skip": "skip"}
-
-
-def is_exec_results(results_dir: Path) -> bool:
-    """True for an ``exec --out`` directory.  Read through the bounded input
-    layer; a file it refuses is not exec's (the run reader then says why)."""
-    try:
-        data = load_json(results_dir / "results.json", what="the results file")
-    except SdeMatrixError:
-        return False
-    tool = data.get("tool") if isinstance(data, dict) else None
-    return isinstance(tool, dict) and tool.get("name") == "sdematrix exec"
-
-
-def load_exec_results(results_dir: Path) -> dict[str, Any]:
-    f = results_dir / "results.json"
-    data = load_json(f, what="the results file", error=OutputDirError)
-    if not isinstance(data, dict) or not isinstance(data.get("models"), list):
-        raise OutputDirError(f"{f} is not an sdematrix exec results file")
-    return data
 
 
 def _check_names(data: dict[str, Any]) -> list[str]:
@@ -183,3 +166,23 @@ def step_summary(data: dict[str, Any]) -> Path | None:
     with open(dest, "a", encoding="utf-8") as fh:
         fh.write(render_markdown(data))
     return Path(dest)
+
+
+def write_exec_reports(
+    outcomes: list[ExecOutcome],
+    argv: list[str],
+    report_dir: Path | None,
+    exps: list[Any] | None = None,
+) -> list[Path]:
+    """report.html + summary.md into `report_dir` (when given) and the
+    markdown onto $GITHUB_STEP_SUMMARY (when set); returns the files written."""
+    data = exec_results_json(outcomes, argv, exps, full=False)
+    files: list[Path] = []
+    if report_dir is not None:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        html, md = report_dir / "report.html", report_dir / "summary.md"
+        html.write_text(render_html(data), encoding="utf-8")
+        md.write_text(render_markdown(data), encoding="utf-8")
+        files += [html, md]
+    step_summary(data)
+    return files

@@ -59,6 +59,7 @@ visible ``\\xNN`` escapes).
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import os
 import platform
 import re
@@ -67,18 +68,23 @@ import socket
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._version import __version__
 from ..errors import OutputDirError
 from ..evidence.mix import Mix
 from ..pipeline.run import CellRecord, RunReport
 
+if TYPE_CHECKING:
+    from ..verdict.exec_judge import ExecOutcome
+
 __all__ = [
     "JUnitCase",
     "JUnitDoc",
     "atomic_write",
     "case_element",
+    "exec_cases",
+    "exec_junit_doc",
     "host_info",
     "junit_doc",
     "junit_xml_string",
@@ -469,6 +475,51 @@ def junit_doc(report: RunReport) -> JUnitDoc:
     backends = {cpu: (report.model_backends.get(cpu, {}).get("backend") or "") for cpu in models}
     props = {cpu: {"cpu": cpu, "title": titles[cpu], "backend": backends[cpu]} for cpu in models}
     return JUnitDoc(models, props, report.started_at)
+
+
+def exec_cases(o: ExecOutcome, argv: list[str]) -> list[JUnitCase]:
+    """An exec model's cases: one per check; the first carries the run (its
+    time, the program and mix summary, the coverage properties)."""
+    r = o.result
+    props: dict[str, str] = {}
+    if r is not None:
+        for k, v in r.meta.items():
+            props[f"coverage.{k}"] = " ".join(str(x) for x in v) if isinstance(v, list) else str(v)
+        props["exit_code"] = str(r.exit_code)
+        props["legacy_forms"] = str(r.mix.legacy_total if r.mix else 0)
+    out = []
+    for i, check in enumerate(o.all_checks()):
+        first = i == 0
+        out.append(
+            JUnitCase(
+                suite=o.model,
+                name=f"{o.model}: {check.name}"[:200],
+                classname=f"sdematrix.exec.{o.model}",
+                status=check.status,
+                message=check.message,
+                text="\n".join(check.reasons),
+                duration_s=r.duration_s if r and first else 0.0,
+                properties=props if first else {},
+                stdout=(f"program: {' '.join(argv)}\n" + mix_summary_text(r.mix if r else None))
+                if first
+                else "",
+            )
+        )
+    return out
+
+
+def exec_junit_doc(outcomes: list[ExecOutcome], argv: list[str]) -> JUnitDoc:
+    """The JUnit document of an ``sdematrix exec`` run: a suite per model."""
+    models = [o.model for o in outcomes]
+    doc = JUnitDoc(
+        models,
+        {m: {"cpu": m} for m in models},
+        _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    )
+    for o in outcomes:
+        for i, case in enumerate(exec_cases(o, argv)):
+            doc.add_case(case, i)
+    return doc
 
 
 def junit_xml_string(report: RunReport) -> str:

@@ -29,12 +29,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SdeMatrixError
+from ..errors import OutputDirError, SdeMatrixError
 from ..evidence.mix import Mix, MixCounts
-from ..inputs import MAX_JSON_BYTES, JsonProblem, decode_json, read_text_input
+from ..inputs import MAX_JSON_BYTES, JsonProblem, decode_json, load_json, read_text_input
 from ..spec.models import DIRECTIONS, MODES
 from ..verdict.cell import Outcome
-from .outcome_json import SCHEMA_PREFIX, as_int, cell_of_name, opt_str, outcome_from_json
+from .outcome_json import (
+    SCHEMA_PREFIX,
+    as_int,
+    cell_of_name,
+    is_exec_document,
+    opt_str,
+    outcome_from_json,
+)
 
 __all__ = [
     "STATUS_ORDER",
@@ -45,6 +52,8 @@ __all__ = [
     "RunResults",
     "Violation",
     "group_cells",
+    "is_exec_results",
+    "load_exec_results",
     "load_results",
     "worst_status",
 ]
@@ -435,8 +444,7 @@ def _rebuild_from_cells(root: Path, warnings: list[str]) -> list[CellResult]:
     return cells
 
 
-def load_results(directory: str | Path) -> RunResults:
-    """Read `directory`; raise :class:`ResultsDirError` (one line) if it is not one."""
+def _results_root(directory: str | Path) -> Path:
     root = Path(directory)
     try:
         os.stat(root)
@@ -447,19 +455,27 @@ def load_results(directory: str | Path) -> RunResults:
         raise ResultsDirError(f"cannot read results directory {root}: {why}") from None
     if not root.is_dir():
         raise ResultsDirError(f"{root} is not a directory (expected an sdematrix results dir)")
-    warnings: list[str] = []
+    return root
+
+
+def _without_results_json(root: Path, warnings: list[str]) -> RunResults:
+    """A directory whose results.json is missing: its cells rebuilt from
+    ``cells/`` (an interrupted write), else not a results directory."""
     results_file = root / "results.json"
-    if not results_file.is_file():
-        if (root / "cells").is_dir() and any((root / "cells").glob("*.json")):
-            warnings.append(f"{results_file} is missing; cells rebuilt from {root / 'cells'}")
-            cells = _rebuild_from_cells(root, warnings)
-            if not cells:
-                raise ResultsDirError(f"{root} has no results.json and no readable cell files")
-            return RunResults(root, {}, {}, {}, {}, cells, warnings)
-        raise ResultsDirError(
-            f"{root} is not an sdematrix results directory (no results.json; "
-            "make one with 'sdematrix run --out DIR')"
-        )
+    if (root / "cells").is_dir() and any((root / "cells").glob("*.json")):
+        warnings.append(f"{results_file} is missing; cells rebuilt from {root / 'cells'}")
+        cells = _rebuild_from_cells(root, warnings)
+        if not cells:
+            raise ResultsDirError(f"{root} has no results.json and no readable cell files")
+        return RunResults(root, {}, {}, {}, {}, cells, warnings)
+    raise ResultsDirError(
+        f"{root} is not an sdematrix results directory (no results.json; "
+        "make one with 'sdematrix run --out DIR')"
+    )
+
+
+def _results_document(results_file: Path) -> dict[str, Any]:
+    """results.json, checked to be a run's (schema, a cells list)."""
     text = read_text_input(
         results_file, what="results.json", limit=MAX_JSON_BYTES, error=ResultsDirError
     )
@@ -473,12 +489,17 @@ def load_results(directory: str | Path) -> RunResults:
     if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
         shown = repr(schema) if len(repr(schema)) <= 60 else repr(schema)[:57] + "..."
         raise ResultsDirError(f"{results_file} has schema {shown}, expected '{SCHEMA_PREFIX}1'")
-    raw_cells = data.get("cells")
-    if not isinstance(raw_cells, list):
+    if not isinstance(data.get("cells"), list):
         raise ResultsDirError(f"{results_file} has no 'cells' list")
+    return data
 
+
+def _cells_of(
+    data: dict[str, Any], root: Path, results_file: Path, warnings: list[str]
+) -> list[CellResult]:
+    """The cells that ran, then those ``not_run`` names."""
     cells: list[CellResult] = []
-    for i, d in enumerate(raw_cells):
+    for i, d in enumerate(data["cells"]):
         if not isinstance(d, dict):
             warnings.append(f"{results_file}: cells[{i}] is not an object; ignored")
             continue
@@ -488,7 +509,10 @@ def load_results(directory: str | Path) -> RunResults:
     for name in _as_list(data.get("not_run")):
         if isinstance(name, str) and name not in seen:
             cells.append(_not_run_cell(name))
+    return cells
 
+
+def _models_of(data: dict[str, Any]) -> dict[str, ModelInfo]:
     models: dict[str, ModelInfo] = {}
     for cpu, m in _as_dict(data.get("models")).items():
         m = m if isinstance(m, dict) else {}
@@ -498,21 +522,59 @@ def load_results(directory: str | Path) -> RunResults:
             backend=opt_str(m.get("backend")),
             skip_reason=opt_str(m.get("skip_reason")),
         )
+    return models
+
+
+def _check_counts(res: RunResults, declared: Any) -> None:
+    """A warning when results.json's ``counts`` disagree with its cells."""
+    if not isinstance(declared, dict):
+        return
+    actual = res.counts
+    diffs = [
+        f"{k} {declared.get(k)} vs {actual.get(k, 0)}"
+        for k in ("pass", "fail", "error", "skip")
+        if k in declared and as_int(declared.get(k)) != actual.get(k, 0)
+    ]
+    if diffs:
+        res.warnings.append(
+            "results.json counts disagree with its cells (" + ", ".join(diffs) + ")"
+        )
+
+
+def load_results(directory: str | Path) -> RunResults:
+    """Read `directory`; raise :class:`ResultsDirError` (one line) if it is not one."""
+    root = _results_root(directory)
+    warnings: list[str] = []
+    results_file = root / "results.json"
+    if not results_file.is_file():
+        return _without_results_json(root, warnings)
+    data = _results_document(results_file)
+    cells = _cells_of(data, root, results_file, warnings)
     host = data.get("host") if isinstance(data.get("host"), dict) else {}
     backends = data.get("backends") if isinstance(data.get("backends"), dict) else {}
     meta = {k: v for k, v in data.items() if k not in ("cells", "models", "backends", "host")}
-    declared = data.get("counts")
-    if isinstance(declared, dict):
-        res = RunResults(root, meta, host, backends, models, cells, warnings)
-        actual = res.counts
-        diffs = [
-            f"{k} {declared.get(k)} vs {actual.get(k, 0)}"
-            for k in ("pass", "fail", "error", "skip")
-            if k in declared and as_int(declared.get(k)) != actual.get(k, 0)
-        ]
-        if diffs:
-            warnings.append(
-                "results.json counts disagree with its cells (" + ", ".join(diffs) + ")"
-            )
-        return res
-    return RunResults(root, meta, host, backends, models, cells, warnings)
+    res = RunResults(root, meta, host, backends, _models_of(data), cells, warnings)
+    _check_counts(res, data.get("counts"))
+    return res
+
+
+# ---- sdematrix exec ------------------------------------------------------------------
+
+
+def is_exec_results(results_dir: Path) -> bool:
+    """True for an ``exec --out`` directory.  Read through the bounded input
+    layer; a file it refuses is not exec's (the run reader then says why)."""
+    try:
+        data = load_json(results_dir / "results.json", what="the results file")
+    except SdeMatrixError:
+        return False
+    return is_exec_document(data)
+
+
+def load_exec_results(results_dir: Path) -> dict[str, Any]:
+    """An exec results document (:func:`sdematrix.results.outcome_json.exec_results_json`)."""
+    f = results_dir / "results.json"
+    data = load_json(f, what="the results file", error=OutputDirError)
+    if not isinstance(data, dict) or not isinstance(data.get("models"), list):
+        raise OutputDirError(f"{f} is not an sdematrix exec results file")
+    return data

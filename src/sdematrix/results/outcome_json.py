@@ -1,4 +1,9 @@
-"""A cell's outcome in results.json: written and read here, one schema.
+"""results.json, both kinds: written and read here, one schema.
+
+``sdematrix run``'s document (:func:`run_results_json`) and its cells, and
+``sdematrix exec``'s document (:func:`exec_results_json`) and its models;
+:mod:`sdematrix.results.writer` writes them, :mod:`sdematrix.results.load`
+reads them back.
 
 :func:`outcome_to_json` is what the results writer puts (into ``results.json``'s ``cells`` and ``cells/<cell>.json``'s
 ``outcome``); :func:`outcome_from_json` reads it back into the fields of an
@@ -15,23 +20,38 @@ absent in files written before reasons had kinds: see
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from .. import __version__
+from ..backends.base import Violation
+from ..evidence.mix import Mix
 from ..inputs import bounded_int
 from ..spec.models import Cell
 from ..verdict.reasons import kinds_of, reasons_from_json
+from .junit import mix_summary
 
 if TYPE_CHECKING:
+    from ..pipeline.run import RunReport
     from ..verdict.cell import Outcome
+    from ..verdict.exec_judge import ExecOutcome
 
 __all__ = [
+    "EXEC_TOOL",
     "SCHEMA",
     "SCHEMA_PREFIX",
     "as_float",
     "as_int",
+    "exec_model_json",
+    "exec_results_json",
+    "is_exec_document",
+    "isa_by_function",
     "opt_str",
     "outcome_from_json",
     "outcome_to_json",
+    "run_results_json",
+    "violations_json",
 ]
 
 SCHEMA_PREFIX = "sdematrix-results/"
@@ -145,3 +165,140 @@ def outcome_from_json(d: dict[str, Any]) -> dict[str, Any]:
         "expected_digest": opt_str(d.get("expected_digest")),
         "output_tail": str(d.get("output_tail") or ""),
     }
+
+
+def violations_json(violations: Iterable[Violation]) -> list[dict[str, Any]]:
+    """Chip-check violations as results.json lists them (a run cell's
+    ``run.violations``, an exec model's ``violations``)."""
+    return [
+        {
+            "reason": v.reason,
+            "address": v.address,
+            "function": v.function,
+            "image": v.image,
+            "mnemonic": v.mnemonic,
+            "bytes_hex": v.bytes_hex,
+        }
+        for v in violations
+    ]
+
+
+def run_results_json(
+    r: RunReport,
+    cells: list[dict[str, Any]],
+    counts: dict[str, int],
+    host: dict[str, Any],
+    *,
+    final: bool,
+) -> dict[str, Any]:
+    """``sdematrix run``'s results.json (the layout: :mod:`sdematrix.results.junit`):
+    `cells` the finished cells' entries (:func:`outcome_to_json` plus
+    ``mix_summary`` and ``files``) in matrix order, `counts` theirs; before
+    the end (not `final`) it is in progress and lists the cells not run yet."""
+    models = {
+        cpu: {
+            "title": r.matrix.models[cpu].title if cpu in r.matrix.models else cpu,
+            **r.model_backends.get(cpu, {"backend": None, "skip_reason": None}),
+        }
+        for cpu in dict.fromkeys(c.cpu for c in r.cells)
+    }
+    done = {c["cell"] for c in cells}
+    not_run = [c.name for c in r.cells if c.name not in done]
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "sdematrix", "version": __version__},
+        "matrix": str(r.matrix.source),
+        "seed": r.seed,
+        "jobs": r.jobs,
+        "timeout_s": r.timeout_s,
+        "started_at": r.started_at,
+        "finished_at": r.finished_at if final else None,
+        "duration_s": round(r.duration_s, 3),
+        "interrupted": r.interrupted if final else False,
+        "in_progress": not final,
+        "host": host,
+        "backend_requested": r.backend_requested,
+        "backends": r.backends,
+        "models": models,
+        "counts": {**counts, "not_run": len(not_run)},
+        "cells": cells,
+        "not_run": not_run,
+    }
+
+
+# ---- sdematrix exec: one row per model -------------------------------------------
+
+#: ``tool.name`` of an exec results document (what tells it from a run's).
+EXEC_TOOL = "sdematrix exec"
+
+#: ISA sets every x86-64 CPU has (XED's names): not worth listing per function.
+_BASELINE = re.compile(
+    r"^(I86|I186|I286\w*|I386|I486\w*|PENTIUM\w*|PPRO\w*|P6|CMOV|FAT_NOP|LONGMODE|X87|"
+    r"SSE|SSE2|SSE2MMX|SSEMXCSR|SSE_PREFETCH|MMX|FXSAVE\w*|CLFSH|CMPXCHG8B|PAUSE|LAHF|"
+    r"BASE|RDTSCP?|CPUID|SYSCALL\w*|PREFETCH_NOP)$"
+)
+
+
+def isa_by_function(mix: Mix | None, limit: int = 40) -> list[dict[str, Any]]:
+    """The functions that executed ISA sets beyond the x86-64 baseline, most
+    executed instructions first: ``{image, function, isa_sets: {set: n}}``."""
+    if mix is None:
+        return []
+    rows = []
+    for fm in mix.functions:
+        sets = {k: int(v) for k, v in fm.counts.isa_set.most_common() if not _BASELINE.match(k)}
+        if sets:
+            rows.append(
+                {
+                    "image": fm.image.rsplit("/", 1)[-1],
+                    "function": fm.name,
+                    "isa_sets": sets,
+                    "total": fm.counts.total,
+                }
+            )
+    rows.sort(key=lambda r: (-sum(r["isa_sets"].values()), r["function"]))
+    return rows[:limit]
+
+
+def exec_model_json(o: ExecOutcome, *, full: bool = True) -> dict[str, Any]:
+    """One model's row of the exec results document; `full`: with what only
+    OUT/results.json carries (``meta``, ``violations``, ``mix_summary``)."""
+    r = o.result
+    row: dict[str, Any] = {
+        "model": o.model,
+        "status": o.status,
+        "reasons": o.reasons,
+        "reason_kinds": kinds_of(o.reasons),
+        "exit_code": r.exit_code if r else None,
+        "region": r.region if r else None,
+    }
+    if full:
+        row["meta"] = r.meta if r else {}
+        row["violations"] = violations_json(r.violations if r else ())
+        row["mix_summary"] = mix_summary(r.mix if r else None)
+    row["checks"] = [c.to_json() for c in o.all_checks()]
+    row["isa_by_function"] = isa_by_function(r.mix if r else None)
+    return row
+
+
+def exec_results_json(
+    outcomes: list[ExecOutcome],
+    argv: list[str],
+    exps: list[Any] | None,
+    *,
+    full: bool = True,
+) -> dict[str, Any]:
+    """The exec results document (OUT/results.json when `full`; without the
+    file-only parts of each row it is what the reports render)."""
+    return {
+        "tool": {"name": EXEC_TOOL, "version": __version__},
+        "argv": argv,
+        "expectations": [e.name for e in exps or []],
+        "models": [exec_model_json(o, full=full) for o in outcomes],
+    }
+
+
+def is_exec_document(data: Any) -> bool:
+    """True for a document :func:`exec_results_json` wrote."""
+    tool = data.get("tool") if isinstance(data, dict) else None
+    return isinstance(tool, dict) and tool.get("name") == EXEC_TOOL

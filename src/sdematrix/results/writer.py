@@ -28,6 +28,13 @@ is a hard link to it (a copy only across file systems).
 
 While the run is in progress ``results.json`` says ``"in_progress": true``
 and lists the cells not finished yet under ``not_run``.
+
+``sdematrix exec``'s directory is written here too, once its models have run
+(:func:`write_exec_results`), through the same last step (:func:`publish`:
+the JUnit file, its link, then ``results.json``) and the same writers of the
+documents (:class:`~sdematrix.results.junit.JUnitDoc`,
+:mod:`sdematrix.results.outcome_json`, which owns both results.json
+schemas).
 """
 
 from __future__ import annotations
@@ -37,24 +44,35 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._version import __version__
 from ..errors import OutputDirError
 from ..evidence.mix import Mix
 from ..pipeline.run import CellRecord, RunReport
 from .junit import (
     JUnitDoc,
     atomic_write,
+    exec_junit_doc,
     host_info,
     junit_doc,
     link_file,
     mix_summary,
     prepare_out_dir,
 )
-from .outcome_json import SCHEMA, outcome_to_json
+from .outcome_json import exec_results_json, outcome_to_json, run_results_json, violations_json
 
-__all__ = ["KEEP_FUNCTIONS", "ResultsWriter", "slim_mix_json", "write_results"]
+if TYPE_CHECKING:
+    from ..verdict.exec_judge import ExecOutcome
+
+__all__ = [
+    "KEEP_FUNCTIONS",
+    "ResultsWriter",
+    "publish",
+    "slim_mix_json",
+    "write_exec_junit",
+    "write_exec_results",
+    "write_results",
+]
 
 KEEP_FUNCTIONS = 24
 
@@ -74,6 +92,20 @@ def slim_mix_json(mix: Mix, keep: int = KEEP_FUNCTIONS) -> dict[str, Any]:
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":")) + "\n"
+
+
+def publish(out: Path, junit_path: Path, junit_text: str, results: str) -> None:
+    """The end of every write of a results directory, `sdematrix run`'s
+    flushes and `sdematrix exec`'s: the JUnit file at its one path, linked as
+    ``<out>/junit.xml`` (every time: never an older run's), then
+    ``results.json`` -- last, as it is what says the run is complete.  Each
+    file by rename."""
+    try:
+        atomic_write(junit_path, junit_text)
+        link_file(junit_path, out / "junit.xml")
+        atomic_write(out / "results.json", results)
+    except OSError as e:
+        raise OutputDirError(f"cannot write results under {out}: {e.strerror or e}") from None
 
 
 class ResultsWriter:
@@ -171,48 +203,16 @@ class ResultsWriter:
         return n
 
     def results_json(self, *, final: bool) -> dict[str, Any]:
-        r = self.report
-        models = {
-            cpu: {
-                "title": r.matrix.models[cpu].title if cpu in r.matrix.models else cpu,
-                **r.model_backends.get(cpu, {"backend": None, "skip_reason": None}),
-            }
-            for cpu in dict.fromkeys(c.cpu for c in r.cells)
-        }
-        done = {c["cell"] for c in self._cells.values()}
-        not_run = [c.name for c in r.cells if c.name not in done]
-        return {
-            "schema": SCHEMA,
-            "tool": {"name": "sdematrix", "version": __version__},
-            "matrix": str(r.matrix.source),
-            "seed": r.seed,
-            "jobs": r.jobs,
-            "timeout_s": r.timeout_s,
-            "started_at": r.started_at,
-            "finished_at": r.finished_at if final else None,
-            "duration_s": round(r.duration_s, 3),
-            "interrupted": r.interrupted if final else False,
-            "in_progress": not final,
-            "host": self._host,
-            "backend_requested": r.backend_requested,
-            "backends": r.backends,
-            "models": models,
-            "counts": {**self._counts, "not_run": len(not_run)},
-            "cells": [self._cells[i] for i in sorted(self._cells)],
-            "not_run": not_run,
-        }
+        return run_results_json(
+            self.report,
+            [self._cells[i] for i in sorted(self._cells)],
+            self._counts,
+            self._host,
+            final=final,
+        )
 
     def flush(self, *, final: bool) -> None:
-        try:
-            # JUnit first: results.json is what says the run is complete
-            atomic_write(self.junit_path, self.doc.text())
-            # every time: <out>/junit.xml is never an older run's
-            link_file(self.junit_path, self.out / "junit.xml")
-            atomic_write(self.out / "results.json", _dumps(self.results_json(final=final)))
-        except OSError as e:
-            raise OutputDirError(
-                f"cannot write results under {self.out}: {e.strerror or e}"
-            ) from None
+        publish(self.out, self.junit_path, self.doc.text(), _dumps(self.results_json(final=final)))
         self._last_flush = time.monotonic()
         self._dirty = False
 
@@ -235,17 +235,7 @@ def _run_json(rec: CellRecord) -> dict[str, Any] | None:
         "reason": r.reason,
         "duration_s": round(r.duration_s, 6),
         "backend_version": r.backend_version,
-        "violations": [
-            {
-                "reason": v.reason,
-                "address": v.address,
-                "function": v.function,
-                "image": v.image,
-                "mnemonic": v.mnemonic,
-                "bytes_hex": v.bytes_hex,
-            }
-            for v in r.violations
-        ],
+        "violations": violations_json(r.violations),
         "artifacts": dict(r.artifacts),
         "stdout_tail": r.stdout_tail,
         "stderr_tail": r.stderr_tail,
@@ -270,3 +260,51 @@ def write_results(
     for rec in report.records:
         w.add(rec)
     w.finish()
+
+
+# ---- sdematrix exec --------------------------------------------------------------
+
+
+def write_exec_junit(path: Path, outcomes: list[ExecOutcome], argv: list[str]) -> None:
+    """Only the JUnit file of an exec run (``--junit`` without ``--out``)."""
+    try:
+        atomic_write(path, exec_junit_doc(outcomes, argv).text())
+    except OSError as e:
+        raise OutputDirError(f"cannot write JUnit file {path}: {e.strerror or e}") from None
+
+
+def write_exec_results(
+    out: Path,
+    outcomes: list[ExecOutcome],
+    argv: list[str],
+    exps: list[Any] | None = None,
+    junit_path: Path | None = None,
+) -> None:
+    """An ``sdematrix exec --out`` directory, once the models have run:
+    ``OUT/<model>/{stdout,stderr,mix.json}``, then, as for a run
+    (:func:`publish`), the JUnit file (at `junit_path` -- ``--junit`` -- when
+    given, linked as ``OUT/junit.xml``) and ``OUT/results.json``
+    (:func:`sdematrix.results.outcome_json.exec_results_json`); each file by
+    rename."""
+    try:
+        for o in outcomes:
+            d = out / o.model
+            d.mkdir(parents=True, exist_ok=True)
+            r = o.result
+            if r is None:
+                continue
+            atomic_write(d / "stdout", r.stdout)
+            atomic_write(d / "stderr", r.stderr)
+            if r.mix is not None:
+                # one line: json's C encoder (indent= takes the pure-Python
+                # one, seconds for a whole-process mix)
+                atomic_write(d / "mix.json", json.dumps(r.mix.to_json()) + "\n")
+    except OSError as e:
+        raise OutputDirError(f"cannot write results under {out}: {e.strerror or e}") from None
+    doc = exec_results_json(outcomes, argv, exps)
+    publish(
+        out,
+        junit_path or out / "junit.xml",
+        exec_junit_doc(outcomes, argv).text(),
+        json.dumps(doc, indent=1) + "\n",
+    )
