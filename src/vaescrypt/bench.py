@@ -587,7 +587,9 @@ class QuietState:
         }
 
 
-def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
+def _load_bench(opts: Options) -> tuple[Any, Any, Any, Any]:
+    """The binding, its id helpers and the benchmark extension (ffi, lib);
+    a clear BenchError when one is missing or a --paths name is unknown."""
     try:
         import vaescrypt
         from vaescrypt._names import dir_id, mode_id, path_id
@@ -608,6 +610,11 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
                 raise BenchError(
                     f"unknown path {p!r}; expected some of {', '.join(vaescrypt.PATHS)}"
                 )
+    return vaescrypt, (dir_id, mode_id, path_id), ffi, lib
+
+
+def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
+    vaescrypt, (dir_id, mode_id, path_id), ffi, lib = _load_bench(opts)
     cpu = pin_to_one_cpu()
     ver = lib.vc_bench_openssl_version()
     meta: dict[str, Any] = {
@@ -680,10 +687,22 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
         {w: max(v) for w, v in clmul.items()},
         {w: max(v) for w, v in mix.items()},
     )
+    meta.update(_rate_meta(samples, clmul, mix, shares))
+    meta["quiet_state"] = quiet.meta()
+    return rows, meta
+
+
+def _rate_meta(
+    samples: dict[int, list[float]],
+    clmul: dict[int, list[float]],
+    mix: dict[int, list[float]],
+    shares: dict[int, float],
+) -> dict[str, Any]:
+    """The run's measured issue rates and port shares, for --json."""
+    meta: dict[str, Any] = {}
     meta["clmul_issue_lane_mults_per_s"] = {str(w): max(v) for w, v in clmul.items()}
     meta["mix_passes_per_s"] = {str(w): max(v) for w, v in mix.items()}
     meta["port_share"] = {str(w): v for w, v in shares.items()}
-    meta["quiet_state"] = quiet.meta()
     meta["aes_issue_lane_rounds_per_s"] = {
         str(w): max(samples[w]) if w in samples else None for w in ISSUE_WIDTHS
     }
@@ -691,7 +710,7 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
         str(w): statistics.median(samples[w]) if w in samples else None for w in ISSUE_WIDTHS
     }
     meta["aes_issue_samples"] = max((len(v) for v in samples.values()), default=0)
-    return rows, meta
+    return meta
 
 
 def _measure_issue(lib: Any, samples: dict[int, list[float]], seconds: float) -> None:
@@ -716,6 +735,72 @@ def _measure_ports(
             v = _c_value(lib.vc_bench_mix_passes(w, seconds))
             if v is not None:
                 mix.setdefault(w, []).append(v)
+
+
+@dataclass
+class _PointRounds:
+    """What a point's rounds measured: every figure, and the quiet rounds'."""
+
+    kept: int = 0
+    taken: int = 0
+    evp_all: list[float] = field(default_factory=list)
+    evp_kept: list[float] = field(default_factory=list)
+    ctr_all: list[float] = field(default_factory=list)
+    ctr_kept: list[float] = field(default_factory=list)
+    c_all: dict[str, list[float]] = field(default_factory=dict)
+    c_kept: dict[str, list[float]] = field(default_factory=dict)
+
+    def pick(self, every: list[float], quiet: list[float]) -> list[float]:
+        """The quiet rounds' figures, or every round's if none was quiet."""
+        return quiet if self.kept else every
+
+
+def _take_rounds(
+    opts: Options,
+    lib: Any,
+    mode: str,
+    m: int,
+    d: int,
+    paths: list[str],
+    path_id: Callable[[str], int],
+    bits: int,
+    size: int,
+    per_round: float,
+    samples: dict[int, list[float]],
+    quiet: QuietState,
+    py: dict[str, PyTimer],
+    crypto: PyTimer | None,
+) -> _PointRounds:
+    """The point's rounds: EVP, the CTR loop, the AES issue rate and every
+    path in turn, the integer chain read before and after; a slow round is
+    re-taken (up to opts.retakes more).  Returns kept and taken counts and
+    every / kept figures of EVP, CTR and each path."""
+    r = _PointRounds(c_all={p: [] for p in paths}, c_kept={p: [] for p in paths})
+    while r.kept < opts.rounds and r.taken < opts.rounds + opts.retakes:
+        r.taken += 1
+        before = quiet.read()
+        e = _c_value(lib.vc_bench_openssl(m, d, bits, size, per_round))
+        t = _c_value(lib.vc_bench_ctr_loop(bits, size, per_round)) if mode == "gcm" else None
+        _measure_issue(lib, samples, per_round / 4)
+        cs: dict[str, float | None] = {}
+        for p in paths:
+            cs[p] = _c_value(lib.vc_bench_lib(m, d, path_id(p), bits, size, per_round))
+            if p in py:
+                py[p].round()
+        if crypto is not None:
+            crypto.round()
+        ok = quiet.is_quiet(before, quiet.read())
+        r.kept += ok
+        for v, every, good in (
+            (e, r.evp_all, r.evp_kept),
+            (t, r.ctr_all, r.ctr_kept),
+            *((cs[p], r.c_all[p], r.c_kept[p]) for p in paths),
+        ):
+            if v is not None:
+                every.append(v)
+                if ok:
+                    good.append(v)
+    return r
 
 
 def _measure_point(
@@ -743,12 +828,6 @@ def _measure_point(
     evp: float | None = None
     ctr: float | None = None
     c: dict[str, float | None] = dict.fromkeys(paths)
-    c_all: dict[str, list[float]] = {p: [] for p in paths}
-    c_kept: dict[str, list[float]] = {p: [] for p in paths}
-    evp_all: list[float] = []
-    evp_kept: list[float] = []
-    ctr_all: list[float] = []
-    ctr_kept: list[float] = []
     py: dict[str, PyTimer] = {}
     crypto: PyTimer | None = None
     if opts.python:
@@ -757,39 +836,16 @@ def _measure_point(
         py = {
             p: PyTimer(_vaescrypt_op(mode, direction, p, key, size), per_round / 6) for p in paths
         }
-    kept = taken = 0
-    while kept < opts.rounds and taken < opts.rounds + opts.retakes:
-        taken += 1
-        before = quiet.read()
-        e = _c_value(lib.vc_bench_openssl(m, d, bits, size, per_round))
-        t = _c_value(lib.vc_bench_ctr_loop(bits, size, per_round)) if mode == "gcm" else None
-        _measure_issue(lib, samples, per_round / 4)
-        cs: dict[str, float | None] = {}
-        for p in paths:
-            cs[p] = _c_value(lib.vc_bench_lib(m, d, path_id(p), bits, size, per_round))
-            if p in py:
-                py[p].round()
-        if crypto is not None:
-            crypto.round()
-        ok = quiet.is_quiet(before, quiet.read())
-        kept += ok
-        for v, every, good in (
-            (e, evp_all, evp_kept),
-            (t, ctr_all, ctr_kept),
-            *((cs[p], c_all[p], c_kept[p]) for p in paths),
-        ):
-            if v is not None:
-                every.append(v)
-                if ok:
-                    good.append(v)
-    quiet.rounds_dropped += taken - kept
-    quiet.points_retaken += taken > kept
-    quiet.points_dropped += kept == 0
-    use_kept = kept > 0
-    evp = _best(evp_kept if use_kept else evp_all)
-    ctr = _best(ctr_kept if use_kept else ctr_all)
+    r = _take_rounds(
+        opts, lib, mode, m, d, paths, path_id, bits, size, per_round, samples, quiet, py, crypto
+    )
+    quiet.rounds_dropped += r.taken - r.kept
+    quiet.points_retaken += r.taken > r.kept
+    quiet.points_dropped += r.kept == 0
+    evp = _best(r.pick(r.evp_all, r.evp_kept))
+    ctr = _best(r.pick(r.ctr_all, r.ctr_kept))
     for p in paths:
-        c[p] = _best(c_kept[p] if use_kept else c_all[p])
+        c[p] = _best(r.pick(r.c_all[p], r.c_kept[p]))
     return [
         Row(
             mode,
@@ -803,11 +859,11 @@ def _measure_point(
             py[p].mbps(size) if p in py else None,
             crypto.mbps(size) if crypto is not None else None,
             ctr_mbps=ctr,
-            quiet=use_kept,
-            rounds_kept=kept,
-            rounds_taken=taken,
-            c_samples=c_kept[p] if use_kept else c_all[p],
-            evp_samples=evp_kept if use_kept else evp_all,
+            quiet=r.kept > 0,
+            rounds_kept=r.kept,
+            rounds_taken=r.taken,
+            c_samples=r.pick(r.c_all[p], r.c_kept[p]),
+            evp_samples=r.pick(r.evp_all, r.evp_kept),
         )
         for p in paths
     ]
@@ -927,72 +983,55 @@ def _fmt(v: float | None, ratio: bool = False) -> str:
     return f"{v:.2f}x" if ratio else f"{v:.0f}"
 
 
-def render_table(rows: Sequence[Row], meta: dict[str, Any]) -> str:
-    head = (
-        "mode",
-        "dir",
-        "path",
-        "bits",
-        "size",
-        "C MB/s",
-        "EVP MB/s",
-        "C/EVP",
-        "quiet",
-        "py MB/s",
-        "crypto MB/s",
-        "py/crypto",
-        "port MB/s",
-        "C/port",
-        "roof MB/s",
-        "C/roof",
-        "CTR MB/s",
-        "C/CTR",
+TABLE_HEAD = (
+    "mode",
+    "dir",
+    "path",
+    "bits",
+    "size",
+    "C MB/s",
+    "EVP MB/s",
+    "C/EVP",
+    "quiet",
+    "py MB/s",
+    "crypto MB/s",
+    "py/crypto",
+    "port MB/s",
+    "C/port",
+    "roof MB/s",
+    "C/roof",
+    "CTR MB/s",
+    "C/CTR",
+)
+
+
+def _table_cells(r: Row, over: bool) -> tuple[str, ...]:
+    """One row of the table, in TABLE_HEAD's order."""
+    return (
+        r.mode,
+        r.direction[:3],
+        r.path + ("*" if r.selected else ""),
+        str(r.key_bits),
+        str(r.size),
+        _fmt(r.c_mbps),
+        _fmt(r.evp_mbps),
+        _fmt(r.c_vs_evp, True),
+        _quiet_cell(r),
+        _fmt(r.py_mbps),
+        _fmt(r.crypto_mbps),
+        _fmt(r.py_vs_crypto, True),
+        _fmt(r.port_roof_mbps),
+        _fmt(r.c_vs_port, True),
+        _fmt(r.roof_mbps),
+        _fmt(r.c_vs_roof, True) + ("!" if over else ""),
+        _fmt(r.ctr_mbps),
+        _fmt(r.c_vs_ctr, True),
     )
-    over = {id(r) for r in rows if r.c_mbps and r.roof_mbps and r.c_mbps > r.roof_mbps}
-    body = [
-        (
-            r.mode,
-            r.direction[:3],
-            r.path + ("*" if r.selected else ""),
-            str(r.key_bits),
-            str(r.size),
-            _fmt(r.c_mbps),
-            _fmt(r.evp_mbps),
-            _fmt(r.c_vs_evp, True),
-            _quiet_cell(r),
-            _fmt(r.py_mbps),
-            _fmt(r.crypto_mbps),
-            _fmt(r.py_vs_crypto, True),
-            _fmt(r.port_roof_mbps),
-            _fmt(r.c_vs_port, True),
-            _fmt(r.roof_mbps),
-            _fmt(r.c_vs_roof, True) + ("!" if id(r) in over else ""),
-            _fmt(r.ctr_mbps),
-            _fmt(r.c_vs_ctr, True),
-        )
-        for r in rows
-    ]
-    widths = [max(len(x) for x in col) for col in zip(head, *body)]
-    lines = [
-        (
-            f"OpenSSL (EVP, C loop): {meta['openssl'] or 'unavailable'}; "
-            f"cryptography {meta.get('cryptography') or 'unavailable'}; "
-            f"pinned to CPU {meta.get('pinned_cpu')}; {meta.get('rounds')} interleaved rounds, "
-            f"{meta.get('seconds_per_point')} s per point; * = dispatcher's path"
-        )
-    ]
-    for line in (head, *body):
-        lines.append(
-            "  ".join(
-                c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))
-            )
-        )
-    lines += ["", *roof_legend(meta), *port_legend(meta), *quiet_legend(meta)]
-    if meta.get("py_loop_ns"):
-        lines.append(
-            f"py, crypto = from Python, a lambda called in a loop: {meta['py_loop_ns']:.0f} ns "
-            "per call of both is the loop's own (an empty lambda)."
-        )
+
+
+def _table_footer(rows: Sequence[Row], meta: dict[str, Any]) -> list[str]:
+    """Roof violations and key set-up times, under the table."""
+    lines: list[str] = []
     violations = roof_violations(rows)
     if violations:
         lines += [
@@ -1014,6 +1053,35 @@ def render_table(rows: Sequence[Row], meta: dict[str, Any]) -> str:
             f"  Python  vaescrypt.AESGCM(key) {_fmt(ks['py_vaescrypt_AESGCM_ns'])}   "
             f"cryptography AESGCM(key) {_fmt(ks['py_cryptography_AESGCM_ns'])}"
         )
+    return lines
+
+
+def render_table(rows: Sequence[Row], meta: dict[str, Any]) -> str:
+    head = TABLE_HEAD
+    over = {id(r) for r in rows if r.c_mbps and r.roof_mbps and r.c_mbps > r.roof_mbps}
+    body = [_table_cells(r, id(r) in over) for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    lines = [
+        (
+            f"OpenSSL (EVP, C loop): {meta['openssl'] or 'unavailable'}; "
+            f"cryptography {meta.get('cryptography') or 'unavailable'}; "
+            f"pinned to CPU {meta.get('pinned_cpu')}; {meta.get('rounds')} interleaved rounds, "
+            f"{meta.get('seconds_per_point')} s per point; * = dispatcher's path"
+        )
+    ]
+    for line in (head, *body):
+        lines.append(
+            "  ".join(
+                c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths))
+            )
+        )
+    lines += ["", *roof_legend(meta), *port_legend(meta), *quiet_legend(meta)]
+    if meta.get("py_loop_ns"):
+        lines.append(
+            f"py, crypto = from Python, a lambda called in a loop: {meta['py_loop_ns']:.0f} ns "
+            "per call of both is the loop's own (an empty lambda)."
+        )
+    lines += _table_footer(rows, meta)
     targets = check_targets(rows)
     if targets:
         lines += [
