@@ -1,9 +1,9 @@
 /*
  * tier_avx10_256.c - VAES + VPCLMULQDQ, EVEX-encoded, on ymm ONLY: 2 blocks
- * per instruction, 8 blocks per GCM / CFB128-decrypt iteration.  Runs on
- * AVX512VL CPUs and on AVX10/256 CPUs that have no 512-bit vectors at all,
- * so no zmm register may ever be touched (checked with objdump by the test
- * suite).  What makes it EVEX (and not the vaes_avx2 tier):
+ * per instruction, 16 blocks per GCM and 8 per CFB128-decrypt iteration.
+ * Runs on AVX512VL CPUs and on AVX10/256 CPUs that have no 512-bit vectors
+ * at all, so no zmm register may ever be touched (checked with objdump by
+ * the test suite).  What makes it EVEX (and not the vaes_avx2 tier):
  *   - VPTERNLOGD for every 3-way XOR of the GHASH sums,
  *   - opmask (k-register) byte-masked loads/stores for the tails, which never
  *     touch bytes outside the caller's buffers,
@@ -47,6 +47,8 @@
 /* 32 vector registers hold 8 keystream vectors beside the round keys: the
  * one-shot short pass covers 256 bytes, as on zmm. */
 #define VC_SHORT_V 8
+/* The main loop runs two batches (8 ymm vectors) per step: see VC_DBL. */
+#define VC_DBL 1
 
 #include "vaes_common.h"
 

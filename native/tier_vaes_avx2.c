@@ -1,7 +1,7 @@
 /*
  * tier_vaes_avx2.c - VAES + VPCLMULQDQ on ymm, VEX encoding only (no EVEX,
  * no zmm, no ymm16+, no opmasks): for CPUs with VAES but without AVX-512
- * (Zen 3, Alder Lake ...).  2 blocks per instruction, 8 per iteration.
+ * (Zen 3, Alder Lake ...).  2 blocks per instruction, 16 per GCM iteration.
  * The 3-way XOR is two VPXORs; partial loads/stores are VPMASKMOVD on the
  * whole dwords plus up to 3 single bytes, since VEX has no byte-masked
  * loads/stores and nothing outside the caller's buffers may be touched.

@@ -404,17 +404,19 @@ static VC_FN void VC_NAME(ghash)(const vc_ghash_key *g, uint8_t X[16], const uin
         }                                                                                          \
     } while (0)
 
-/* VC_DBL (the VEX ymm tier): the interleaved main loop runs 8 vectors (two
+/* VC_DBL (the two ymm tiers): the interleaved main loop runs 8 vectors (two
  * batches, 16 blocks) per step instead of 4.  A ymm VAESENC issues two
  * per cycle on current cores with a latency of 3-4 cycles, so 4
  * independent vectors leave the AES unit partly idle while each batch's
  * 14-round chain runs; 8 vectors cover more of the latency.  The step's 16
  * GHASH blocks take powers K16..K1 and one reduction, so the single-batch
  * interleaved step and its pairing are not needed (a lone remaining batch
- * goes through the plain path).  Measured on Intel Sapphire Rapids class
- * (in-process A/B, AES-256): vaes_avx2 +4 to +8 % at 512 B-64 KiB, both
- * directions; on avx10_256 (EVEX, 32 registers) it was within noise
- * (-2 to +8 %), so that tier keeps the 4-vector step.
+ * goes through the plain path).  Measured (in-process A/B, AES-256): on
+ * Intel Sapphire Rapids class vaes_avx2 +4 to +8 % at 512 B-64 KiB, both
+ * directions; on Zen 4, once the step was straight-line code (see
+ * VC_DBL_STEP), avx10_256 +4 to +7 % at 512 B-64 KiB (zmm, 32 blocks per
+ * step, measured -5 to +5 % and does not fit the code budget: avx512
+ * keeps the 4-vector step).
  *
  * The step's products are Karatsuba's three per vector (see Karatsuba
  * above), not schoolbook's four.  On Zen 4 a VPCLMULQDQ issues once per
@@ -425,7 +427,7 @@ static VC_FN void VC_NAME(ghash)(const vc_ghash_key *g, uint8_t X[16], const uin
  * is not free.  In-process A/B on Zen 4 (AES-256, 60 alternated pairs,
  * median ratio): Karatsuba +1 to +4 % at 1420 B-64 KiB both directions,
  * level at <= 512 B.  (On Sapphire Rapids class schoolbook measured 3-5 %
- * faster for decryption; this tier runs on Zen 3 and Intel client parts,
+ * faster for decryption; these tiers run on Zen 3/4 and Intel parts,
  * where Karatsuba is the documented choice for VAES without AVX-512.) */
 #ifdef VC_DBL
 #define VC_DBL_ON 1
