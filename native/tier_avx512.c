@@ -72,6 +72,8 @@ static inline __attribute__((target(VC_TGT))) __m512i v_hxor(__m512i v)
  * one-shot pass covers 512 bytes as two hash groups of 4 (see gcm_oneshot;
  * messages one group holds take a one-group instance). */
 #define VC_OS_V 8
+/* Messages of up to 32 bytes: the avx10_256 pass (see gcm_oneshot). */
+#define VC_TINY_TIER vc_tier_avx10_256
 
 #include "vaes_common.h"
 
