@@ -21,24 +21,19 @@
 #define v_xor3(a, b, c) v_xor(v_xor((a), (b)), (c))
 
 /* Partial loads and stores of n in 1..31 bytes without touching anything
- * outside [p, p+n): VPMASKMOVD moves the n/4 whole dwords (masked-off
- * elements are neither read nor written, and cannot fault), and the 0..3
- * bytes after them are moved one by one.  n is a public length, so the
- * branches on it leak nothing. */
-static inline __attribute__((target(VC_TGT))) __m256i vc_dword_mask(size_t nd, __m256i *at)
+ * outside [p, p+n).  A whole first 16 bytes (n >= 16) is one plain xmm
+ * load or store; the rest, m = 1..15 bytes of one xmm half, is VPMASKMOVD
+ * on its m/4 whole dwords (masked-off elements are neither read nor
+ * written, and cannot fault) and the 0..3 bytes after them one by one.
+ * (A single-block message, AAD or tail is the common partial vector: for
+ * it no mask is built at all.)  n is a public length, so the branches on
+ * it leak nothing. */
+static inline __attribute__((target(VC_TGT))) __m128i vc_load_part128(const uint8_t *p, size_t m)
 {
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i nv = _mm256_set1_epi32((int)nd);
-    *at = _mm256_cmpeq_epi32(nv, idx);
-    return _mm256_cmpgt_epi32(nv, idx);
-}
-
-static inline __attribute__((target(VC_TGT))) __m256i v_load_part(const uint8_t *p, size_t n)
-{
-    const size_t nd = n >> 2, nb = n & 3;
-    __m256i at;
-    const __m256i m = vc_dword_mask(nd, &at);
-    __m256i v = _mm256_maskload_epi32((const int *)(const void *)p, m);
+    const size_t nd = m >> 2, nb = m & 3;
+    const __m128i idx = _mm_setr_epi32(0, 1, 2, 3);
+    const __m128i nv = _mm_set1_epi32((int)nd);
+    __m128i v = _mm_maskload_epi32((const int *)(const void *)p, _mm_cmpgt_epi32(nv, idx));
     if (nb) {
         const uint8_t *q = p + 4 * nd;
         uint32_t t = q[0];
@@ -46,27 +41,47 @@ static inline __attribute__((target(VC_TGT))) __m256i v_load_part(const uint8_t 
             t |= (uint32_t)q[1] << 8;
         if (nb > 2)
             t |= (uint32_t)q[2] << 16;
-        v = _mm256_or_si256(v, _mm256_and_si256(at, _mm256_set1_epi32((int)t)));
+        v = _mm_or_si128(v, _mm_and_si128(_mm_cmpeq_epi32(nv, idx), _mm_set1_epi32((int)t)));
     }
     return v;
 }
 
-static inline __attribute__((target(VC_TGT))) void v_store_part(uint8_t *p, __m256i v, size_t n)
+static inline __attribute__((target(VC_TGT))) void vc_store_part128(uint8_t *p, __m128i v, size_t m)
 {
-    const size_t nd = n >> 2, nb = n & 3;
-    __m256i at;
-    const __m256i m = vc_dword_mask(nd, &at);
-    _mm256_maskstore_epi32((int *)(void *)p, m, v);
+    const size_t nd = m >> 2, nb = m & 3;
+    const __m128i nv = _mm_set1_epi32((int)nd);
+    _mm_maskstore_epi32((int *)(void *)p, _mm_cmpgt_epi32(nv, _mm_setr_epi32(0, 1, 2, 3)), v);
     if (nb) {
         uint8_t *q = p + 4 * nd;
+        /* dword nd of v into lane 0 (VPERMILPS with a variable index) */
         const uint32_t t = (uint32_t)_mm_cvtsi128_si32(
-            _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v, _mm256_set1_epi32((int)nd))));
+            _mm_castps_si128(_mm_permutevar_ps(_mm_castsi128_ps(v), nv)));
         q[0] = (uint8_t)t;
         if (nb > 1)
             q[1] = (uint8_t)(t >> 8);
         if (nb > 2)
             q[2] = (uint8_t)(t >> 16);
     }
+}
+
+static inline __attribute__((target(VC_TGT))) __m256i v_load_part(const uint8_t *p, size_t n)
+{
+    if (n < 16)
+        return _mm256_zextsi128_si256(vc_load_part128(p, n));
+    const __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)p);
+    const __m128i hi = n > 16 ? vc_load_part128(p + 16, n - 16) : _mm_setzero_si128();
+    return _mm256_set_m128i(hi, lo);
+}
+
+static inline __attribute__((target(VC_TGT))) void v_store_part(uint8_t *p, __m256i v, size_t n)
+{
+    if (n < 16) {
+        vc_store_part128(p, _mm256_castsi256_si128(v), n);
+        return;
+    }
+    _mm_storeu_si128((__m128i *)(void *)p, _mm256_castsi256_si128(v));
+    if (n > 16)
+        vc_store_part128(p + 16, _mm256_extracti128_si256(v, 1), n - 16);
 }
 
 /* Out of line for the main loop's rare tails (gcm_crypt, ghash, CFB128):
@@ -134,6 +149,8 @@ static inline __attribute__((always_inline, target(VC_TGT))) int vc_vex_tag_eq(_
 #define VC_SHORT_V 8
 /* The main loop runs two batches (8 ymm vectors) per step: see VC_DBL. */
 #define VC_DBL 1
+/* The one-shot pass handles its one partial vector apart: see VC_LAST_APART. */
+#define VC_LAST_APART 1
 
 #include "vaes_common.h"
 
