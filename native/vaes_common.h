@@ -257,6 +257,16 @@ static inline VC_FN vc_v VC_NAME(finish)(const VC_NAME(acc) *a)
     return v_hxor(VC_NAME(reduce)(a->lo, mid, a->hi));
 }
 
+/* d (lane 0 only) times K1, added to a: the length block's product. */
+static inline VC_FN void VC_NAME(mul_k1)(VC_NAME(acc) *a, vc_v d, const vc_ghash_key *g)
+{
+    const vc_v k1 = v_lane0_load(VC_ENTRY(g->table, 1));
+    const vc_v k1m = v_lane0_load(VC_ENTRY(g->table, 1) + VC_TABLE_MID);
+    a->lo = v_xor(a->lo, v_clmul(d, k1, 0x00));
+    a->hi = v_xor(a->hi, v_clmul(d, k1, 0x11));
+    a->kara = v_xor(a->kara, v_clmul(v_xor(d, v_swap64(d)), k1m, 0x00));
+}
+
 /* Out of line (one copy serves every call site); the vectors are passed
  * by value, in registers, not through a stack array. */
 static VC_NOINL vc_v VC_NAME(batch4)(const vc_ghash_key *g, vc_v S, vc_v d0, vc_v d1, vc_v d2,
@@ -532,14 +542,81 @@ static_assert(2 * VC_B <= 32, "the double step needs 2B powers in the table");
 
 #endif
 
+/* Every round but the last of one vector, keys from VC_KEYS_LOAD. */
+#define VC_AES_NOLAST(v)                                                                           \
+    do {                                                                                           \
+        v = v_xor(v, k0);                                                                          \
+        if (nr > 10) {                                                                             \
+            v = v_aesenc(v, e0);                                                                   \
+            v = v_aesenc(v, e1);                                                                   \
+            if (nr > 12) {                                                                         \
+                v = v_aesenc(v, e2);                                                               \
+                v = v_aesenc(v, e3);                                                               \
+            }                                                                                      \
+        }                                                                                          \
+        v = v_aesenc(v, m0);                                                                       \
+        v = v_aesenc(v, m1);                                                                       \
+        v = v_aesenc(v, m2);                                                                       \
+        v = v_aesenc(v, m3);                                                                       \
+        v = v_aesenc(v, m4);                                                                       \
+        v = v_aesenc(v, m5);                                                                       \
+        v = v_aesenc(v, m6);                                                                       \
+        v = v_aesenc(v, m7);                                                                       \
+        v = v_aesenc(v, m8);                                                                       \
+    } while (0)
+
+/* The same on the xmm lane 0 of the keys: E(J0). */
+#define VC_AES_XMM(b)                                                                              \
+    do {                                                                                           \
+        b = _mm_xor_si128(b, v_lo128(k0));                                                         \
+        if (nr > 10) {                                                                             \
+            b = _mm_aesenc_si128(b, v_lo128(e0));                                                  \
+            b = _mm_aesenc_si128(b, v_lo128(e1));                                                  \
+            if (nr > 12) {                                                                         \
+                b = _mm_aesenc_si128(b, v_lo128(e2));                                              \
+                b = _mm_aesenc_si128(b, v_lo128(e3));                                              \
+            }                                                                                      \
+        }                                                                                          \
+        b = _mm_aesenc_si128(b, v_lo128(m0));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m1));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m2));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m3));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m4));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m5));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m6));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m7));                                                      \
+        b = _mm_aesenc_si128(b, v_lo128(m8));                                                      \
+        b = _mm_aesenclast_si128(b, v_lo128(kl));                                                  \
+    } while (0)
+
 /* ---------------------------------------------------------------- GCM -- */
 
-static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
-                                        uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len,
-                                        int enc)
+/*
+ * CTR + GHASH over len bytes; returns the new GHASH state X (block order).
+ *
+ * fin (NULL, or 32 bytes: J0 | the length block; the one-shot long route
+ * when the loop takes a whole message): the loop also finishes the tag and
+ * returns it, E(J0) ^ GHASH.  E(J0) is computed first, beside the loop's
+ * AES (after the loop it was a 14-round latency chain at the end of the
+ * message), and left in fin[0..15]; the length block is multiplied in after
+ * the loop, with no store and reload of X between.  Both go through
+ * memory, not registers held across the loop: two more live vectors there
+ * cost the VEX tier (16 registers) spills in its main loop, 1.5-2 % at
+ * 4-64 KiB decrypt on Zen 4, even for calls without fin.  (Hashing the
+ * length block with the last step's blocks, powers K17..K2, saved the
+ * multiply but slowed every step the same way.)
+ */
+static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key *g,
+                                           uint8_t ctr[16], const uint8_t X[16], const uint8_t *in,
+                                           uint8_t *out, size_t len, int enc, uint8_t *fin)
 {
     const unsigned nr = k->rounds;
     VC_KEYS_LOAD(k);
+    if (fin) {
+        __m128i e = _mm_loadu_si128((const __m128i *)(const void *)fin);
+        VC_AES_XMM(e);
+        _mm_storeu_si128((__m128i *)(void *)fin, e);
+    }
     const vc_v bs = v_bswap_mask();
     const vc_v step = v_ctr_step();                /* +VC_L blocks, LE form */
     const vc_v step_be = v_shuf8(step, bs);        /* the same, BE form */
@@ -714,7 +791,6 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
         if (n < VC_BATCH)
             break;
     }
-    v_lane0_store(X, v_shuf8(S, bs));
     /* Next counter: inc32 by the number of blocks used (wraps mod 2^32). */
     const uint32_t nb = (uint32_t)((len + 15) / 16);
     const uint32_t c32 = ((uint32_t)ctr[12] << 24 | (uint32_t)ctr[13] << 16 |
@@ -723,18 +799,25 @@ static VC_NOINL void VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_key 
     ctr[13] = (uint8_t)(c32 >> 16);
     ctr[14] = (uint8_t)(c32 >> 8);
     ctr[15] = (uint8_t)c32;
+    if (!fin)
+        return v_lo128(v_shuf8(S, bs));
+    /* S = (S ^ length block) K1, reduced; the tag is E(J0) ^ rev(S). */
+    VC_NAME(acc) af = {v_zero(), v_zero(), v_zero()};
+    VC_NAME(mul_k1)(&af, v_xor(S, v_lane0_load(fin + 16)), g);
+    S = VC_NAME(finish)(&af);
+    return _mm_xor_si128(v_lo128(v_shuf8(S, bs)), _mm_loadu_si128((const __m128i *)(const void *)fin));
 }
 
 static VC_FN void VC_NAME(gcm_enc)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
                                    uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len)
 {
-    VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, len, 1);
+    _mm_storeu_si128((__m128i *)(void *)X, VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, len, 1, NULL));
 }
 
 static VC_FN void VC_NAME(gcm_dec)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
                                    uint8_t X[16], const uint8_t *in, uint8_t *out, size_t len)
 {
-    VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, len, 0);
+    _mm_storeu_si128((__m128i *)(void *)X, VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, len, 0, NULL));
 }
 
 /* ----------------------------------------------------- one-shot GCM -- */
@@ -774,56 +857,10 @@ static VC_FN void VC_NAME(gcm_dec)(const vc_aes_key *k, const vc_ghash_key *g, u
  * Longer messages: the AAD is hashed first, the whole batches go through
  * gcm_crypt (the interleaved main loop), and the last (< one batch) chunk
  * is the pass above with the running S multiplied in at K(N) and no AAD
- * run.  Decryption then writes plaintext before the tag is known, as the
+ * run; an encryption the loop takes whole (no chunk left) has the loop
+ * finish the tag too.  Decryption then writes plaintext before the tag is known, as the
  * streaming path does, and zeroes all of out if it does not verify.
  */
-
-/* Every round but the last of one vector, keys from VC_KEYS_LOAD. */
-#define VC_AES_NOLAST(v)                                                                           \
-    do {                                                                                           \
-        v = v_xor(v, k0);                                                                          \
-        if (nr > 10) {                                                                             \
-            v = v_aesenc(v, e0);                                                                   \
-            v = v_aesenc(v, e1);                                                                   \
-            if (nr > 12) {                                                                         \
-                v = v_aesenc(v, e2);                                                               \
-                v = v_aesenc(v, e3);                                                               \
-            }                                                                                      \
-        }                                                                                          \
-        v = v_aesenc(v, m0);                                                                       \
-        v = v_aesenc(v, m1);                                                                       \
-        v = v_aesenc(v, m2);                                                                       \
-        v = v_aesenc(v, m3);                                                                       \
-        v = v_aesenc(v, m4);                                                                       \
-        v = v_aesenc(v, m5);                                                                       \
-        v = v_aesenc(v, m6);                                                                       \
-        v = v_aesenc(v, m7);                                                                       \
-        v = v_aesenc(v, m8);                                                                       \
-    } while (0)
-
-/* The same on the xmm lane 0 of the keys: E(J0). */
-#define VC_AES_XMM(b)                                                                              \
-    do {                                                                                           \
-        b = _mm_xor_si128(b, v_lo128(k0));                                                         \
-        if (nr > 10) {                                                                             \
-            b = _mm_aesenc_si128(b, v_lo128(e0));                                                  \
-            b = _mm_aesenc_si128(b, v_lo128(e1));                                                  \
-            if (nr > 12) {                                                                         \
-                b = _mm_aesenc_si128(b, v_lo128(e2));                                              \
-                b = _mm_aesenc_si128(b, v_lo128(e3));                                              \
-            }                                                                                      \
-        }                                                                                          \
-        b = _mm_aesenc_si128(b, v_lo128(m0));                                                      \
-        b = _mm_aesenc_si128(b, v_lo128(m1));                                                      \
-        b = _mm_aesenc_si128(b, v_lo128(m2));                                                      \
-        b = _mm_aesenc_si128(b, v_lo128(m3));                                                      \
-        b = _mm_aesenc_si128(b, v_lo128(m4));                                                      \
-        b = _mm_aesenc_si128(b, v_lo128(m5));                                                      \
-        b = _mm_aesenc_si128(b, v_lo128(m6));                                                      \
-        b = _mm_aesenc_si128(b, v_lo128(m7));                                                      \
-        b = _mm_aesenc_si128(b, v_lo128(m8));                                                      \
-        b = _mm_aesenclast_si128(b, v_lo128(kl));                                                  \
-    } while (0)
 
 /* The tag t (an xmm register) to the caller: v_tag_store writes its first n
  * bytes to tag, v_tag_eq compares them with the n bytes at tag in constant
@@ -909,6 +946,9 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     int have_s = 0;
 
     const int long_route = ov == VC_OS_V && len > VC_OS_BYTES;
+    /* The length block [len(A)]_64 || [len(C)]_64, in product byte order. */
+    const __m128i lb128 =
+        _mm_set_epi64x((long long)((uint64_t)aad_len * 8), (long long)((uint64_t)len * 8));
     if (ov == VC_OS_V && (long_route || !VC_NAME(os_fits)(aad_len, len))) {
         /* The AAD alone first: a long message's, or one too long to share
          * group 0's power run.  (One inlined copy of the AAD hash for both
@@ -932,8 +972,25 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
         const size_t full = len - len % step;
         v_lane0_store(X, v_shuf8(S, bs));
         _mm_storeu_si128((__m128i *)(void *)ctr, v_lo128(v_shuf8(c, bs)));
-        VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, full, enc);
-        S = v_shuf8(v_lane0_load(X), bs);
+        if (enc && full == len) {
+            /* Encryption the loop takes whole: it finishes the tag (see
+             * gcm_crypt's fin).  In-process A/B on Zen 4 (AES-256, median
+             * of alternated pairs): vaes_avx2 +8 % at 512 B, +8 to +10 %
+             * at 768-1024 B; avx512 +6 to +7 % at 768-2048 B; avx10_256
+             * +1 to +2 %.  Decryption measured level on vaes_avx2 and 3 to
+             * 5 % slower at 384-1024 B on avx10_256 that way (its tag check
+             * then waits for E(J0), which the loop's AES delays), and keeps
+             * E(J0) and the last multiply here. */
+            alignas(16) uint8_t fin[32];
+            _mm_store_si128((__m128i *)(void *)fin, j0);
+            _mm_store_si128((__m128i *)(void *)(fin + 16), lb128);
+            const __m128i t = VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, len, enc, fin);
+            vc_secure_zero(X, sizeof X);
+            vc_secure_zero(fin, sizeof fin);
+            v_tag_store(tag, t, tag_len);
+            return VC_OK;
+        }
+        S = v_shuf8(v_lane0_x(VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, full, enc, NULL)), bs);
         /* The counters advance by the blocks the loop used (inc32: the low
          * word, mod 2^32).  Not read back from ctr: the loop writes its
          * last four bytes one by one, and a 16-byte load of them cannot be
@@ -1027,15 +1084,7 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
                      j < VC_SHORT_V ? kd + j * VC_W : kd1 + (j - VC_SHORT_V) * VC_W, 0);
     }
     /* The length block, [len(A)]_64 || [len(C)]_64 reversed, times K1. */
-    {
-        const vc_v lb = v_lane0_x(_mm_set_epi64x((long long)((uint64_t)aad_len * 8),
-                                                 (long long)((uint64_t)len * 8)));
-        const vc_v k1 = v_lane0_load(VC_ENTRY(g->table, 1));
-        const vc_v k1m = v_lane0_load(VC_ENTRY(g->table, 1) + VC_TABLE_MID);
-        a.lo = v_xor(a.lo, v_clmul(lb, k1, 0x00));
-        a.hi = v_xor(a.hi, v_clmul(lb, k1, 0x11));
-        a.kara = v_xor(a.kara, v_clmul(v_xor(lb, v_swap64(lb)), k1m, 0x00));
-    }
+    VC_NAME(mul_k1)(&a, v_lane0_x(lb128), g);
     S = VC_NAME(finish)(&a);
 #if VC_LAST_APART
     if (enc && nv && ml < VC_W)

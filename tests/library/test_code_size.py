@@ -21,7 +21,11 @@ BUDGET = 16 * 1024
 TIERS = ("avx512", "avx10_256", "vaes_avx2")
 GCM_FN = re.compile(
     r"vc_(?P<tier>avx512|avx10_256|vaes_avx2)_"
-    r"(?:gcm_\w+|ghash\w*|batch4|tag_eq)$"
+    r"(?:gcm_\w+|ghash\w*|batch4|tag_eq)"
+    # GCC's clones of a function keep its name and add a suffix: a copy with
+    # constant arguments folded in (.constprop.0), a split-off part (.part.0,
+    # .cold); they are that function's code and count against the budget.
+    r"(?:\.(?:constprop|isra|part|cold)(?:\.\d+)?)*$"
 )
 
 
@@ -43,7 +47,8 @@ def _gcm_text_sizes() -> dict[str, dict[str, int]]:
 def test_gcm_text_within_budget(tier: str) -> None:
     fns = _gcm_text_sizes()[tier]
     # the functions that must exist, or the sum would be vacuous
-    assert {f"vc_{tier}_gcm_oneshot", f"vc_{tier}_gcm_crypt"} <= fns.keys(), sorted(fns)
+    bases = {n.split(".")[0] for n in fns}
+    assert {f"vc_{tier}_gcm_oneshot", f"vc_{tier}_gcm_crypt"} <= bases, sorted(fns)
     total = sum(fns.values())
     detail = ", ".join(f"{n.removeprefix(f'vc_{tier}_')} {s}" for n, s in sorted(fns.items()))
     assert total <= BUDGET, f"{tier} GCM text {total} B > {BUDGET} B: {detail}"

@@ -86,3 +86,34 @@ def test_truncated_tags_checked_byte_exact(impl: str) -> None:
             bad[i % tag_len] ^= 1 << (i % 8)
             with pytest.raises(vaescrypt.InvalidTag):
                 ours.decrypt(nonce, ct + bytes(bad), b"")
+
+
+# Messages the main loop takes whole (a multiple of its step: 256 bytes on
+# every wide tier), where the one-shot encrypt has the loop finish the tag
+# (E(J0) and the length block inside it), and a non-multiple beside each.
+WHOLE_LOOP_LENGTHS = (512, 768, 1024, 1280, 1536, 2048, 2304, 4096, 4352, 8192, 513, 1279, 4111)
+
+
+@pytest.mark.parametrize("impl", vaescrypt.available("gcm", "encrypt"))
+def test_whole_loop_messages_every_tag_length(impl: str) -> None:
+    """Long messages the main loop ends exactly: every key size, short and
+    long AAD, full and truncated tags (the tag stored from a register), the
+    decryption of each, and a flipped bit in the first or last block or in
+    the tag rejected with no plaintext released."""
+    r = random.Random(f"boundaries-whole-{impl}")
+    for n in WHOLE_LOOP_LENGTHS:
+        for aad_len in (0, 16, 600):
+            key = r.randbytes(r.choice((16, 24, 32)))
+            tag_len = r.choice((4, 8, 12, 13, 14, 15, 16))
+            ours, ref = vaescrypt.AESGCM(key, tag_length=tag_len, impl=impl), RefGCM(key)
+            nonce, pt, aad = r.randbytes(12), r.randbytes(n), r.randbytes(aad_len)
+            full = ref.encrypt(nonce, pt, aad)
+            blob = full[:n] + full[n : n + tag_len]
+            where = (impl, len(key), n, aad_len, tag_len)
+            assert ours.encrypt(nonce, pt, aad) == blob, where
+            assert ours.decrypt(nonce, blob, aad) == pt, where
+            for pos in (0, n - 1, n + tag_len - 1):
+                bad = bytearray(blob)
+                bad[pos] ^= 0x80
+                with pytest.raises(vaescrypt.InvalidTag):
+                    ours.decrypt(nonce, bytes(bad), aad)
