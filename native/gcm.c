@@ -415,9 +415,14 @@ static int one_shot(const vc_gcm_key *k, int dir, const uint8_t *iv, size_t iv_l
     if (vc_overlap_partial(in, out, len))
         return VC_ERR_OVERLAP;
 
-    if (iv && iv_len == 12 && k->status[dir] == VC_OK && k->tier[dir]->gcm_oneshot)
-        return k->tier[dir]->gcm_oneshot(&k->aes, k->ghk[dir], iv, aad, aad_len, in, out, len,
-                                         tag_io, tag_len, dir == VC_DIR_ENCRYPT);
+    const vc_tier *t = k->tier[dir];
+    if (iv && iv_len == 12 && k->status[dir] == VC_OK && t->gcm_oneshot) {
+        if (len > t->whole_min && t->gcm_whole && (len & (t->whole_step[dir] - 1)) == 0)
+            return t->gcm_whole(&k->aes, k->ghk[dir], iv, aad, aad_len, in, out, len, tag_io,
+                                tag_len, dir == VC_DIR_ENCRYPT);
+        return t->gcm_oneshot(&k->aes, k->ghk[dir], iv, aad, aad_len, in, out, len, tag_io,
+                              tag_len, dir == VC_DIR_ENCRYPT);
+    }
 
     if ((st = ctx_init(&c, k, dir, iv, iv_len)) != VC_OK)
         return st;

@@ -87,6 +87,19 @@ typedef struct vc_tier {
     int (*gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t iv[12],
                        const uint8_t *aad, size_t aad_len, const uint8_t *in, uint8_t *out,
                        size_t len, uint8_t *tag, size_t tag_len, int enc);
+    /* Optional (NULL: gcm_oneshot takes every length): gcm_oneshot's route
+     * for a message the main loop takes whole, called by the front-end in
+     * its place (same contract) when len > whole_min and len is a multiple
+     * of whole_step[dir] (a power of two); whole_min is tested first (a
+     * tier without gcm_whole sets it to SIZE_MAX, or leaves gcm_whole
+     * NULL, which is tested next).  Chosen before the call, not
+     * inside gcm_oneshot: that function's prologue and register set-up,
+     * sized for its short-message pass, then cost these messages nothing. */
+    int (*gcm_whole)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t iv[12],
+                     const uint8_t *aad, size_t aad_len, const uint8_t *in, uint8_t *out,
+                     size_t len, uint8_t *tag, size_t tag_len, int enc);
+    size_t whole_min;
+    size_t whole_step[2]; /* by vc_dir: encrypt, decrypt */
 
     /* CFB ---------------------------------------------------------------
      * cfb128: len % 16 == 0, iv updated to the last ciphertext block.

@@ -151,6 +151,8 @@ static inline __attribute__((always_inline, target(VC_TGT))) int vc_vex_tag_eq(_
 #define VC_DBL 1
 /* The one-shot pass handles its one partial vector apart: see VC_LAST_APART. */
 #define VC_LAST_APART 1
+/* No whole-loop encrypt route in the pass (gcm_whole has it): VC_PASS_FIN. */
+#define VC_PASS_FIN 0
 
 #include "vaes_common.h"
 
@@ -163,6 +165,9 @@ const vc_tier vc_tier_vaes_avx2 = {
     .gcm_enc = vc_vaes_avx2_gcm_enc,
     .gcm_dec = vc_vaes_avx2_gcm_dec,
     .gcm_oneshot = vc_vaes_avx2_gcm_oneshot,
+    .gcm_whole = vc_vaes_avx2_gcm_whole,
+    .whole_min = VC_OS_BYTES,
+    .whole_step = {VC_WHOLE_STEP_ENC, VC_BATCH},
     .cfb128_enc = vc_vaes_avx2_cfb128_enc,
     .cfb128_dec = vc_vaes_avx2_cfb128_dec,
     .cfb8_enc = NULL, /* CFB8/CFB1 never take a VAES path */

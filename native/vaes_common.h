@@ -177,6 +177,19 @@
  * encrypt +4 % at 240 B, for -1 to -4 % encrypt at 32-100 B.  On the EVEX
  * tiers, whose partial operations are one masked instruction, it measured
  * -2 to -5 % at 16-32 B decrypt, so they keep the per-vector test. */
+/* VC_PASS_FIN (default 1): the pass's long route lets gcm_crypt finish
+ * the tag of an encryption it takes whole (see gcm_crypt's fin).  avx512
+ * (no gcm_whole) takes those messages here: +6 to +7 % at 768-2048 B
+ * (in-process A/B on Zen 4).  On the VC_DBL tiers gcm_whole takes them
+ * first and the route is a fallback that keeps the pass complete by
+ * itself; avx10_256 keeps it because its pass without it measured 18 %
+ * slower at 384 B encrypt and 2-3 % at 16-256 B (register allocation of
+ * the whole function, not this code), vaes_avx2 leaves it out for its
+ * code budget (level from 256 B up, -3 to -6 % at 16-64 B encrypt against
+ * keeping it). */
+#ifndef VC_PASS_FIN
+#define VC_PASS_FIN 1
+#endif
 #ifndef VC_LAST_APART
 #define VC_LAST_APART 0
 #endif
@@ -373,7 +386,9 @@ static inline VC_FN vc_v VC_NAME(ghash_s)(const vc_ghash_key *g, vc_v S, const u
     return S;
 }
 
-static VC_FN void VC_NAME(ghash)(const vc_ghash_key *g, uint8_t X[16], const uint8_t *in, size_t len)
+/* Out of line: gcm_whole calls it too (one copy of the AAD hash). */
+static VC_NOINL void VC_NAME(ghash)(const vc_ghash_key *g, uint8_t X[16], const uint8_t *in,
+                                    size_t len)
 {
     const vc_v bs = v_bswap_mask();
     vc_v S = VC_NAME(ghash_s)(g, v_shuf8(v_lane0_load(X), bs), in, len);
@@ -862,6 +877,24 @@ static VC_FN void VC_NAME(gcm_dec)(const vc_aes_key *k, const vc_ghash_key *g, u
  * streaming path does, and zeroes all of out if it does not verify.
  */
 
+/* J0 = IV || 0^31 || 1 from a 12-byte IV, built from scalar loads (nothing
+ * past iv[11]). */
+static inline VC_FN __m128i VC_NAME(j0)(const uint8_t iv[12])
+{
+    uint64_t iv_lo;
+    uint32_t iv_hi;
+    memcpy(&iv_lo, iv, 8);
+    memcpy(&iv_hi, iv + 8, 4);
+    return _mm_insert_epi32(_mm_insert_epi32(_mm_cvtsi64_si128((long long)iv_lo), (int)iv_hi, 2),
+                            0x01000000, 3);
+}
+
+/* The length block [len(A)]_64 || [len(C)]_64, in product byte order. */
+static inline VC_FN __m128i VC_NAME(len_block)(size_t aad_len, size_t len)
+{
+    return _mm_set_epi64x((long long)((uint64_t)aad_len * 8), (long long)((uint64_t)len * 8));
+}
+
 /* The tag t (an xmm register) to the caller: v_tag_store writes its first n
  * bytes to tag, v_tag_eq compares them with the n bytes at tag in constant
  * time (1 iff equal).  A tier with byte-masked xmm operations
@@ -972,15 +1005,9 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
         const size_t full = len - len % step;
         v_lane0_store(X, v_shuf8(S, bs));
         _mm_storeu_si128((__m128i *)(void *)ctr, v_lo128(v_shuf8(c, bs)));
-        if (enc && full == len) {
+        if (VC_PASS_FIN && enc && full == len) {
             /* Encryption the loop takes whole: it finishes the tag (see
-             * gcm_crypt's fin).  In-process A/B on Zen 4 (AES-256, median
-             * of alternated pairs): vaes_avx2 +8 % at 512 B, +8 to +10 %
-             * at 768-1024 B; avx512 +6 to +7 % at 768-2048 B; avx10_256
-             * +1 to +2 %.  Decryption measured level on vaes_avx2 and 3 to
-             * 5 % slower at 384-1024 B on avx10_256 that way (its tag check
-             * then waits for E(J0), which the loop's AES delays), and keeps
-             * E(J0) and the last multiply here. */
+             * gcm_crypt's fin).  See VC_PASS_FIN for which tiers. */
             alignas(16) uint8_t fin[32];
             _mm_store_si128((__m128i *)(void *)fin, j0);
             _mm_store_si128((__m128i *)(void *)(fin + 16), lb128);
@@ -1166,6 +1193,66 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
 }
 #else
 VC_ONESHOT_INSTANCE(gcm_oneshot, VC_OS_V)
+#endif
+
+/* A message the main loop takes whole, on the VC_DBL (ymm) tiers
+ * (vc_tier.gcm_whole: len > VC_OS_BYTES, a multiple of VC_WHOLE_STEP_ENC
+ * or, decrypting, of VC_BATCH): the AAD hash, gcm_crypt over all of it, the length block and
+ * the tag.  Its own function, chosen by the front-end, so that these
+ * messages skip the pass's prologue and register set-up (sized for its
+ * unrolled vectors).  In-process A/B on Zen 4 (AES-256, median of
+ * alternated pairs, three processes), decrypt against the pass's long
+ * route: vaes_avx2 +5 % at 384 B, +2 % at 512 B; avx10_256 +4 / +3 / +3 %
+ * at 384 / 512 / 1024 B; level from 1420 B up (single processes read up to
+ * +11 % at 512 B: the two builds' code addresses differ per process).
+ *
+ * Encryption has the loop finish the tag (gcm_crypt's fin: E(J0) beside
+ * its AES): +8 % at 512 B on vaes_avx2 against E(J0) and the last
+ * multiply after the loop.  Decryption keeps those after it: with fin it
+ * measured level on vaes_avx2 and 3-5 % slower at 384-1024 B on avx10_256
+ * (the tag check then waits for an E(J0) that the loop's AES delays). */
+#ifdef VC_DBL
+#define VC_WHOLE_STEP_ENC (2 * VC_BATCH) /* whole VC_DBL steps */
+static VC_NOINL int VC_NAME(gcm_whole)(const vc_aes_key *k, const vc_ghash_key *g,
+                                       const uint8_t iv[12], const uint8_t *aad, size_t aad_len,
+                                       const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,
+                                       size_t tag_len, int enc)
+{
+    const unsigned nr = k->rounds;
+    const vc_v bs = v_bswap_mask();
+    const __m128i j0 = VC_NAME(j0)(iv);
+    const __m128i lb = VC_NAME(len_block)(aad_len, len);
+    alignas(16) uint8_t X[16] = {0}, ctr[16];
+    if (aad_len)
+        VC_NAME(ghash)(g, X, aad, aad_len);
+    _mm_store_si128((__m128i *)(void *)ctr, _mm_insert_epi32(j0, 0x02000000, 3)); /* inc32(J0) */
+    if (enc) {
+        alignas(16) uint8_t fin[32];
+        _mm_store_si128((__m128i *)(void *)fin, j0);
+        _mm_store_si128((__m128i *)(void *)(fin + 16), lb);
+        const __m128i t = VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, len, 1, fin);
+        vc_secure_zero(X, sizeof X);
+        vc_secure_zero(fin, sizeof fin);
+        v_tag_store(tag, t, tag_len);
+        return VC_OK;
+    }
+    vc_v S = v_lane0_x(VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, len, 0, NULL));
+    vc_secure_zero(X, sizeof X);
+    /* E(J0), keys straight from the schedule, beside the last multiply. */
+    __m128i e = _mm_xor_si128(j0, _mm_load_si128((const __m128i *)(const void *)k->rk[0]));
+    for (unsigned i = 1; i < nr; i++)
+        e = _mm_aesenc_si128(e, _mm_load_si128((const __m128i *)(const void *)k->rk[i]));
+    e = _mm_aesenclast_si128(e, _mm_load_si128((const __m128i *)(const void *)k->rk[nr]));
+    VC_NAME(acc) a = {v_zero(), v_zero(), v_zero()};
+    VC_NAME(mul_k1)(&a, v_xor(v_shuf8(S, bs), v_lane0_x(lb)), g);
+    S = VC_NAME(finish)(&a);
+    const __m128i t = _mm_xor_si128(e, v_lo128(v_shuf8(S, bs)));
+    if (!v_tag_eq(t, tag, tag_len)) {
+        vc_secure_zero(out, len); /* the loop wrote plaintext */
+        return VC_ERR_AUTH;
+    }
+    return VC_OK;
+}
 #endif
 
 /* ------------------------------------------------------------- CFB128 -- */

@@ -297,7 +297,8 @@ def test_tier_tables_found(binary: tuple[str, list[Func]]) -> None:
     for fn in funcs:
         tier = tier_of(fn)
         if tier is not None:
-            by_tier.setdefault(tier, set()).add(fn.name)
+            # a GCC clone (f.constprop.0, f.isra.0, f.part.0) is f's code
+            by_tier.setdefault(tier, set()).add(fn.name.split(".")[0])
     for tier, names in TABLE.items():
         missing = names - by_tier.get(tier, set())
         assert not missing, f"{which}: {tier} functions not found under the tier: {sorted(missing)}"
