@@ -1223,8 +1223,16 @@ static VC_NOINL int VC_NAME(gcm_whole)(const vc_aes_key *k, const vc_ghash_key *
     const __m128i j0 = VC_NAME(j0)(iv);
     const __m128i lb = VC_NAME(len_block)(aad_len, len);
     alignas(16) uint8_t X[16] = {0}, ctr[16];
-    if (aad_len)
+    if (aad_len && aad_len <= 16) {
+        /* One block (TLS, ESP, the common AAD): A H inline, instead of
+         * the general hash's calls: +4 to +5 % at 384-512 B decrypt on
+         * both ymm tiers, +4 % at 512 B encrypt on vaes_avx2 (Zen 4). */
+        VC_NAME(acc) a0 = {v_zero(), v_zero(), v_zero()};
+        VC_NAME(mul_k1)(&a0, v_shuf8(v_load_part(aad, aad_len), bs), g);
+        v_lane0_store(X, v_shuf8(VC_NAME(finish)(&a0), bs));
+    } else if (aad_len) {
         VC_NAME(ghash)(g, X, aad, aad_len);
+    }
     _mm_store_si128((__m128i *)(void *)ctr, _mm_insert_epi32(j0, 0x02000000, 3)); /* inc32(J0) */
     if (enc) {
         alignas(16) uint8_t fin[32];
