@@ -1195,16 +1195,21 @@ static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key
 VC_ONESHOT_INSTANCE(gcm_oneshot, VC_OS_V)
 #endif
 
-/* A message the main loop takes whole, on the VC_DBL (ymm) tiers
- * (vc_tier.gcm_whole: len > VC_OS_BYTES, a multiple of VC_WHOLE_STEP_ENC
- * or, decrypting, of VC_BATCH): the AAD hash, gcm_crypt over all of it, the length block and
- * the tag.  Its own function, chosen by the front-end, so that these
- * messages skip the pass's prologue and register set-up (sized for its
- * unrolled vectors).  In-process A/B on Zen 4 (AES-256, median of
- * alternated pairs, three processes), decrypt against the pass's long
- * route: vaes_avx2 +5 % at 384 B, +2 % at 512 B; avx10_256 +4 / +3 / +3 %
- * at 384 / 512 / 1024 B; level from 1420 B up (single processes read up to
- * +11 % at 512 B: the two builds' code addresses differ per process).
+/* A long message the main loop takes whole, on the VC_DBL (ymm) tiers
+ * (vc_tier.gcm_whole, whole_min = VC_OS_BYTES): every decryption longer
+ * than the pass (whole_step 1), and an encryption that is a multiple of
+ * VC_WHOLE_STEP_ENC (otherwise its tail of up to 255 bytes is the pass's).
+ * The AAD hash, gcm_crypt over all of it (decryption's last < 128 bytes
+ * too), the length block and the tag.  Its own function, chosen by the
+ * front-end, so that these messages skip the pass's prologue and register
+ * set-up (sized for its unrolled vectors).  In-process A/B on Zen 4
+ * (AES-256, median of alternated pairs, three processes), decrypt against
+ * the pass's long route: vaes_avx2 +5 % at 384 B, +2 % at 512 B;
+ * avx10_256 +4 / +3 / +3 % at 384 / 512 / 1024 B; level from 1420 B up
+ * (single processes read up to +11 % at 512 B: the two builds' code
+ * addresses differ per process).  Lengths that are not a multiple of 128:
+ * +1 to +3.5 % on vaes_avx2 at 272-4100 B, avx10_256 +5 % at 272 B and
+ * level above.
  *
  * Encryption has the loop finish the tag (gcm_crypt's fin: E(J0) beside
  * its AES): +8 % at 512 B on vaes_avx2 against E(J0) and the last

@@ -17,6 +17,7 @@ import random
 import pytest
 from cryptography.exceptions import InvalidTag as RefInvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM as RefGCM
+from vaescrypt._native import ffi, lib
 
 import vaescrypt
 
@@ -117,3 +118,14 @@ def test_whole_loop_messages_every_tag_length(impl: str) -> None:
                 bad[pos] ^= 0x80
                 with pytest.raises(vaescrypt.InvalidTag):
                     ours.decrypt(nonce, bytes(bad), aad)
+            # in place through the C API (in == out): the loop hashes each
+            # block before it overwrites it; a bad tag leaves zeros
+            for good in (True, False):
+                buf, tbuf = bytearray(blob[:n]), bytearray(blob[n:])
+                if not good:
+                    tbuf[0] ^= 1
+                p = ffi.from_buffer("uint8_t[]", buf, require_writable=True)
+                st = lib.vc_gcm_decrypt(
+                    ours._key, nonce, 12, aad, aad_len, p, p, n, bytes(tbuf), tag_len
+                )
+                assert (st, bytes(buf)) == ((0, pt) if good else (lib.VC_ERR_AUTH, bytes(n))), where
