@@ -54,6 +54,15 @@ static int vc_avx10_256_fault_gcm_oneshot(const vc_aes_key *k, const vc_ghash_ke
     return real_tier->gcm_oneshot(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc);
 }
 
+static int vc_avx10_256_fault_gcm_whole(const vc_aes_key *k, const vc_ghash_key *g,
+                                        const uint8_t iv[12], const uint8_t *aad, size_t aad_len,
+                                        const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,
+                                        size_t tag_len, int enc)
+{
+    vc_avx10_256_fault_zmm();
+    return real_tier->gcm_whole(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc);
+}
+
 static void make_tier(void)
 {
     real_tier = __real_vc_tier_get(VC_PATH_AVX10_256);
@@ -64,6 +73,8 @@ static void make_tier(void)
         zmm_tier.gcm_dec = vc_avx10_256_fault_gcm_dec;
     if (zmm_tier.gcm_oneshot)
         zmm_tier.gcm_oneshot = vc_avx10_256_fault_gcm_oneshot;
+    if (zmm_tier.gcm_whole) /* the one-shot route of long messages */
+        zmm_tier.gcm_whole = vc_avx10_256_fault_gcm_whole;
 }
 
 const vc_tier *__wrap_vc_tier_get(vc_path p)
