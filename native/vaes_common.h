@@ -962,14 +962,7 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
 {
     const unsigned nr = k->rounds;
     const vc_v bs = v_bswap_mask();
-    /* J0 = IV || 0^31 || 1, built from scalar loads (nothing past iv[11]). */
-    uint64_t iv_lo;
-    uint32_t iv_hi;
-    memcpy(&iv_lo, iv, 8);
-    memcpy(&iv_hi, iv + 8, 4);
-    const __m128i j0 =
-        _mm_insert_epi32(_mm_insert_epi32(_mm_cvtsi64_si128((long long)iv_lo), (int)iv_hi, 2),
-                         0x01000000, 3);
+    const __m128i j0 = VC_NAME(j0)(iv);
     /* First data counter inc32(J0) in LE form (low word = counter). */
     vc_v c = v_add32(v_add32(v_shuf8(v_bcast_x(j0), bs), v_ctr_lanes()), v_ctr_one());
     const uint8_t *ip = in;
@@ -979,9 +972,7 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     int have_s = 0;
 
     const int long_route = ov == VC_OS_V && len > VC_OS_BYTES;
-    /* The length block [len(A)]_64 || [len(C)]_64, in product byte order. */
-    const __m128i lb128 =
-        _mm_set_epi64x((long long)((uint64_t)aad_len * 8), (long long)((uint64_t)len * 8));
+    const __m128i lb128 = VC_NAME(len_block)(aad_len, len);
     if (ov == VC_OS_V && (long_route || !VC_NAME(os_fits)(aad_len, len))) {
         /* The AAD alone first: a long message's, or one too long to share
          * group 0's power run.  (One inlined copy of the AAD hash for both
