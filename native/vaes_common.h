@@ -183,7 +183,7 @@
  * (in-process A/B on Zen 4).  On the VC_DBL tiers gcm_whole takes them
  * first and the route is a fallback that keeps the pass complete by
  * itself; avx10_256 keeps it because its pass without it measured 18 %
- * slower at 384 B encrypt and 2-3 % at 16-256 B (register allocation of
+ * slower at 384 B encrypt and 2-3 % at 512-1024 B (register allocation of
  * the whole function, not this code), vaes_avx2 leaves it out for its
  * code budget (level from 256 B up, -3 to -6 % at 16-64 B encrypt against
  * keeping it). */
