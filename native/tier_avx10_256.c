@@ -49,6 +49,8 @@
 #define VC_SHORT_V 8
 /* The main loop runs two batches (8 ymm vectors) per step: see VC_DBL. */
 #define VC_DBL 1
+/* The pass runs 6-8 vector messages round by round: see VC_PASS_RM. */
+#define VC_PASS_RM 1
 
 #include "vaes_common.h"
 
