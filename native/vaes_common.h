@@ -157,6 +157,15 @@
  * in registers: a rolled loop keeps x[] in memory and puts a store-forward
  * in every AES round's dependency chain. */
 #define VC_UNROLL _Pragma("GCC unroll 4")
+/* VC_OPAQUE(n): n's value unchanged, but unknown to the optimiser from here
+ * on.  An unrolled loop that leaves at j == n (a message's last vector)
+ * after another one that did the same lets GCC's jump threading connect
+ * each exit of the first loop to the matching exit of the second, and it
+ * copies the code between them once per exit.  Hiding the count between
+ * the loops keeps one copy: -460 B of GCM text on vaes_avx2, -356 B on
+ * avx512, -178 B on avx10_256, and level speed (in-process A/B on Zen 4,
+ * three processes, 16 B-64 KiB both directions: 0.98-1.01). */
+#define VC_OPAQUE(n) __asm__("" : "+r"(n))
 
 #define VC_TABLE_MID 512
 /* Powers the main loop needs: two batches share one reduction. */
@@ -800,7 +809,8 @@ static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_k
         /* A batch with no GHASH to interleave: encryption's first one or
          * two batches, or the tail (< B blocks, the last may be partial
          * and is hashed zero-padded). */
-        const size_t n = r < VC_BATCH ? r : VC_BATCH;
+        size_t n = r < VC_BATCH ? r : VC_BATCH;
+        VC_OPAQUE(n); /* see VC_OPAQUE: the tail's unrolled loops */
         vc_v d[4];
         VC_R_ALL();
         VC_NAME(load_tail)(d, ip, n);
@@ -1130,9 +1140,11 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     if (nv)
         dl = ml == VC_W ? v_loadu(ip + jl * VC_W) : v_load_part(ip + jl * VC_W, ml);
 #endif
+    size_t nvh = nv; /* the hash loop's count: see VC_OPAQUE */
+    VC_OPAQUE(nvh);
     VC_UNROLL_SHORT
     for (size_t j = 0; j < VC_OS_V; j++) {
-        if (j >= ov || j >= nv)
+        if (j >= ov || j >= nvh)
             break;
         if (j < nh) /* hashed between the rounds */
             continue;
@@ -1186,9 +1198,11 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
         vc_secure_zero(out, len); /* the main loop may have written plaintext */
         return VC_ERR_AUTH;
     }
+    size_t nvw = nv; /* the write loop's: see VC_OPAQUE */
+    VC_OPAQUE(nvw);
     VC_UNROLL_SHORT
     for (size_t j = 0; j < VC_OS_V; j++) {
-        if (j >= ov || j >= nv)
+        if (j >= ov || j >= nvw)
             break;
 #if VC_LAST_APART
         const size_t off = j * VC_W;
