@@ -153,6 +153,10 @@ static inline __attribute__((always_inline, target(VC_TGT))) int vc_vex_tag_eq(_
 #define VC_LAST_APART 1
 /* No whole-loop encrypt route in the pass (gcm_whole has it): VC_PASS_FIN. */
 #define VC_PASS_FIN 0
+/* The pass runs 6-8 vector messages round by round, with the GHASH
+ * multiplies after the rounds: see VC_PASS_RM and VC_RM_HASH. */
+#define VC_PASS_RM 1
+#define VC_RM_HASH 0
 
 #include "vaes_common.h"
 

@@ -216,14 +216,25 @@
  * (AES-256, three processes, median of alternated pairs) on avx10_256:
  * +10 % encrypt and +12 % decrypt at 256 B, +6 / +10 % at 224 B, +4 / +3 %
  * at 192 B, level at 16-160 B and above 256 B (VC_RM_MIN 6; with 5, 160 B
- * encrypt measured -4 %).  A tier with 16 registers gains less (vaes_avx2
- * +5 % decrypt at 256 B: the multiplies between rounds need registers the
- * 8 vectors hold) and does not fit its code budget with it. */
+ * encrypt measured -4 %).
+ *
+ * VC_RM_HASH 0 (vaes_avx2): round by round without the multiplies between
+ * the rounds.  With 16 registers, 8 of them the vectors, the multiplies
+ * there measured no better than after the rounds (+5 % decrypt at 256 B
+ * either way) and their ~770 B do not fit the tier's code budget.
+ * vaes_avx2 against vector by vector (same A/B): +5 % encrypt and +3 %
+ * decrypt at 256 B, -4 / -5 % at 192 B (two of the 8 vectors unused;
+ * VC_RM_MIN 7 does not fit the budget either), +12 to +16 % encrypt at
+ * 16-64 B (register allocation of the whole function: that code did not
+ * change), level elsewhere. */
 #ifndef VC_PASS_RM
 #define VC_PASS_RM 0
 #endif
 #ifndef VC_RM_MIN
 #define VC_RM_MIN 6
+#endif
+#ifndef VC_RM_HASH
+#define VC_RM_HASH 1
 #endif
 #ifndef VC_LAST_APART
 #define VC_LAST_APART 0
@@ -1089,7 +1100,7 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
             x[j] = v_xor(v_shuf8(c, bs), k0);
             c = v_add32(c, step);
         }
-        if (!enc)
+        if (!enc && VC_RM_HASH)
             nh = r / VC_W < ov ? r / VC_W : ov;
         /* One round of all 8 vectors; then, with hj < nh, the product of
          * ciphertext vector hj (known before any AES: decryption). */
