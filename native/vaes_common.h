@@ -224,9 +224,9 @@
  * either way) and their ~770 B do not fit the tier's code budget.
  * vaes_avx2 against vector by vector (same A/B): +5 % encrypt and +3 %
  * decrypt at 256 B, -4 / -5 % at 192 B (two of the 8 vectors unused;
- * VC_RM_MIN 7 does not fit the budget either), +12 to +16 % encrypt at
- * 16-64 B (register allocation of the whole function: that code did not
- * change), level elsewhere. */
+ * VC_RM_MIN 7 there measured +5 % encrypt, -4 % decrypt), +12 to +16 %
+ * encrypt at 16-64 B (register allocation of the whole function: that
+ * code did not change), level elsewhere. */
 #ifndef VC_PASS_RM
 #define VC_PASS_RM 0
 #endif
@@ -1025,8 +1025,8 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
          * group 0's power run.  One block (TLS, ESP) is multiplied by H
          * here; a longer AAD goes to the tier's out-of-line GHASH.  The
          * general hash inlined here instead cost 158-220 B more of each
-         * tier's GCM code budget.  In-process A/B on Zen 4 with 16-byte AAD (three
-         * processes): level to +5 % at 16 B-16 KiB on all three wide
+         * tier's GCM code budget.  In-process A/B on Zen 4 with 16-byte
+         * AAD (three processes): level to +5 % at 16 B-16 KiB on all wide
          * tiers, but vaes_avx2 encrypt 64 B -4 % (register allocation:
          * that message does not take this code).  The call for a longer
          * AAD was not timed: it replaces the inlined loop with a call and
