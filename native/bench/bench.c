@@ -608,6 +608,49 @@ double vc_bench_chain_ns(double seconds)
     return calls > 0 ? 1e9 / (calls * VC_CHAIN_REPS) : -1;
 }
 
+/* The memory probe.  The host has a second slow state the chain does not
+ * see: integer multiplies, AES rounds and carry-less multiplies run at
+ * full rate while code that loads and stores runs 35-45 % slower (library
+ * and OpenSSL alike; measured on the Zen 4 VM of issue 23: over 80 rounds
+ * of 512 B GCM, the rounds whose memory probe read within 10 % of its
+ * best had vaescrypt and EVP at 0.98-1.00 of their best and C/EVP within
+ * 0.99-1.01, the others at 0.55-0.65 and C/EVP anywhere in 0.63-1.29).
+ * So: 512 bytes loaded, XORed and stored with SSE2 (x86-64's baseline),
+ * 16 times per call over the same two cache-resident buffers; returns ns
+ * per 512-byte pass. */
+#define VC_MEM_BYTES 512
+#define VC_MEM_REPS 16
+typedef struct vc_mem_ctx {
+    __m128i in[VC_MEM_BYTES / 16], out[VC_MEM_BYTES / 16];
+} vc_mem_ctx;
+
+static __attribute__((noinline)) int vc_op_mem(void *p)
+{
+    vc_mem_ctx *m = p;
+    __m128i x = _mm_set1_epi32(0x5a5a5a5a);
+    for (int r = 0; r < VC_MEM_REPS; r++) {
+        for (int i = 0; i < VC_MEM_BYTES / 16; i++)
+            _mm_store_si128(&m->out[i], _mm_xor_si128(_mm_load_si128(&m->in[i]), x));
+        /* the next pass depends on this one's stores: the compiler may
+         * neither drop nor merge the passes */
+        x = _mm_add_epi32(x, _mm_load_si128(&m->out[r]));
+        __asm__ volatile("" : "+x"(x)::"memory");
+    }
+    m->in[0] = x;
+    return VC_OK;
+}
+
+double vc_bench_mem_ns(double seconds)
+{
+    vc_mem_ctx *m = aligned_alloc(64, sizeof *m);
+    if (!m)
+        return VC_ERR_NOMEM;
+    memset(m, 0x3c, sizeof *m);
+    const double calls = vc_bench_run(vc_op_mem, m, seconds);
+    free(m);
+    return calls > 0 ? 1e9 / (calls * VC_MEM_REPS) : -1;
+}
+
 /* ----------------------------------------------------- CTR loop (model) -- */
 
 #define VC_CTR_TGT __attribute__((target(VC_ISA_TARGET(VC_ISA_AVX512))))

@@ -50,6 +50,10 @@ double vc_bench_mix_passes(unsigned width_bits, double seconds);
 /* Nanoseconds per chain of 64 dependent integer multiplies: the core's
  * state (quiet or slow), timed around each point. */
 double vc_bench_chain_ns(double seconds);
+/* Nanoseconds per 512-byte load-XOR-store pass over cache-resident buffers:
+ * the slow state that only code touching memory sees, timed beside the
+ * chain. */
+double vc_bench_mem_ns(double seconds);
 /* A bare 16-blocks-per-iteration zmm VAES CTR loop (keystream XOR input, no
  * GHASH): a measured reference point, NOT a bound.  VC_ERR_UNSUPPORTED on a
  * CPU without the avx512 path. */

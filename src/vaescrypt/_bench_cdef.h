@@ -13,3 +13,4 @@ double vc_bench_ctr_loop(unsigned key_bits, size_t size, double seconds);
 double vc_bench_clmul_issue(unsigned width_bits, double seconds);
 double vc_bench_mix_passes(unsigned width_bits, double seconds);
 double vc_bench_chain_ns(double seconds);
+double vc_bench_mem_ns(double seconds);

@@ -211,15 +211,32 @@ def test_apply_port_roofs_wide_gcm_rows_only() -> None:
 # ---------------------------------------------------- quiet-state check --
 
 
-def test_quiet_state_judges_against_the_quickest_chain() -> None:
-    readings = iter([55.0, 52.0, 50.0, 51.0, 53.0])
-    q = QuietState(lambda: next(readings), 1.10)
-    assert q.quiet_ns == 50.0 and len(q.samples) == 5
-    assert q.is_quiet(54.0, 55.0)  # <= 1.10 x 50
-    assert not q.is_quiet(50.0, 55.5)  # the after-probe was slow
-    assert not q.is_quiet(66.0, 50.0)
-    assert q.is_quiet(-1.0, 50.0)  # no probe result: not judged
-    assert q.meta()["chain_quiet_ns"] == 50.0 and q.meta()["slow_factor"] == 1.10
+def test_quiet_state_judges_each_probe_against_its_quickest() -> None:
+    chain = iter([55.0, 52.0, 50.0, 51.0, 53.0])
+    mem = iter([20.0, 18.0, 17.0, 17.5, 19.0])
+    q = QuietState({"chain": lambda: next(chain), "memory": lambda: next(mem)}, 1.10)
+    assert q.quiet_ns("chain") == 50.0 and q.quiet_ns("memory") == 17.0
+    assert len(q.samples["chain"]) == len(q.samples["memory"]) == 5
+    assert q.is_quiet((54.0, 18.0), (55.0, 18.7))  # both <= 1.10 x their quickest
+    assert not q.is_quiet((50.0, 17.0), (55.5, 17.0))  # the chain's after-probe was slow
+    assert not q.is_quiet((66.0, 17.0), (50.0, 17.0))
+    # the memory state alone: the chain reads quiet, the memory probe does not
+    assert not q.is_quiet((50.0, 17.0), (50.0, 27.0))
+    assert not q.is_quiet((50.0, 30.0), (50.0, 17.0))
+    assert q.is_quiet((-1.0, 17.0), (50.0, 17.0))  # no probe result: not judged
+    m = q.meta()
+    assert m["chain_quiet_ns"] == 50.0 and m["memory_quiet_ns"] == 17.0
+    assert m["chain_samples"] == m["memory_samples"] == 5 and m["slow_factor"] == 1.10
+
+
+def test_quiet_state_without_a_probe_on_this_host() -> None:
+    # A probe that returns an error code (<= 0) has no reference: it never
+    # makes a round slow, and the legend says it was not measured.
+    q = QuietState({"chain": lambda: 50.0, "memory": lambda: -3.0}, 1.10)
+    assert q.quiet_ns("memory") is None and q.is_quiet((50.0, -3.0), (50.0, -3.0))
+    assert not q.is_quiet((50.0, -3.0), (60.0, -3.0))
+    text = "\n".join(bench.quiet_legend({"quiet_state": q.meta()}))
+    assert "memory: not measured" in text and "chain 50.0 ns per chain" in text
 
 
 def test_spread() -> None:
@@ -227,10 +244,11 @@ def test_spread() -> None:
     assert spread([90.0, 100.0, 110.0]) == pytest.approx(0.2)
 
 
-def _fake_lib(chains: list[float]) -> object:
+def _fake_lib(chains: list[float], mems: list[float] | None = None) -> object:
     """A stand-in for vaescrypt._bench's lib: fixed rates, the given chain
-    readings in order (then quiet ones)."""
+    and memory-probe readings in order (then quiet ones)."""
     it = iter(chains)
+    im = iter(mems or [])
 
     class Lib:
         def vc_bench_openssl(self, *a: object) -> float:
@@ -249,6 +267,9 @@ def _fake_lib(chains: list[float]) -> object:
         def chain(self) -> float:
             return next(it, 50.0)
 
+        def memory(self) -> float:
+            return next(im, 17.0)
+
     return Lib()
 
 
@@ -265,7 +286,10 @@ def _point(lib: object, rounds: int, retakes: int) -> tuple[Row, QuietState]:
         as_json=False,
         retakes=retakes,
     )
-    q = QuietState(lib.chain, 1.10)  # type: ignore[attr-defined]
+    q = QuietState(
+        {"chain": lib.chain, "memory": lib.memory},  # type: ignore[attr-defined]
+        1.10,
+    )
     rows = bench._measure_point(
         opts,
         lib,
@@ -296,6 +320,16 @@ def test_slow_rounds_are_dropped_and_retaken() -> None:
     assert row.c_mbps == 4004.0 and row.c_spread == pytest.approx(2 / 4003)
     assert (q.rounds_dropped, q.points_retaken, q.points_dropped) == (1, 1, 0)
     assert bench._quiet_cell(row) == "3/4"
+
+
+def test_a_round_slow_only_in_memory_is_dropped_and_retaken() -> None:
+    # The chain reads quiet throughout; round 2's memory probe before it is
+    # slow (26 ns against 17): it is dropped and a fourth round taken.
+    lib = _fake_lib([50.0] * 20, [17.0] * 5 + [17.0, 17.0, 26.0])
+    row, q = _point(lib, rounds=3, retakes=2)
+    assert (row.rounds_kept, row.rounds_taken, row.quiet) == (3, 4, True)
+    assert row.c_samples == [4001.0, 4003.0, 4004.0]  # round 2's 4002 is not among them
+    assert (q.rounds_dropped, q.points_retaken, q.points_dropped) == (1, 1, 0)
 
 
 def test_point_with_no_quiet_round_is_marked_dropped() -> None:
@@ -503,6 +537,7 @@ def test_json_run_roof_is_consistent_with_its_rates() -> None:
             assert row["port_roof_mbps"] is None  # aesni: no port model
     q = out["quiet_state"]
     assert q["chain_quiet_ns"] > 0 and q["chain_samples"] >= 5 + 2 * len(out["results"]) // 2
+    assert q["memory_quiet_ns"] > 0 and q["memory_samples"] == q["chain_samples"]
     assert set(out["port_share"]) <= {"256", "512"} and "512" in out["port_share"]
 
 
