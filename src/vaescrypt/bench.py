@@ -544,7 +544,7 @@ def parse_args(argv: Sequence[str] | None) -> Options:
     return opts
 
 
-CHAIN_SECONDS = 0.004  # one quiet-state probe (best of 5 batches of ~0.8 ms)
+PROBE_SECONDS = 0.004  # one reading of a quiet-state probe (best of 5 batches of ~0.8 ms)
 
 
 class QuietState:
@@ -604,8 +604,8 @@ class QuietState:
 def quiet_probes(lib: Any) -> dict[str, Callable[[], float]]:
     """The bench's two quiet-state probes (see QuietState)."""
     return {
-        "chain": lambda: float(lib.vc_bench_chain_ns(CHAIN_SECONDS)),
-        "memory": lambda: float(lib.vc_bench_mem_ns(CHAIN_SECONDS)),
+        "chain": lambda: float(lib.vc_bench_chain_ns(PROBE_SECONDS)),
+        "memory": lambda: float(lib.vc_bench_mem_ns(PROBE_SECONDS)),
     }
 
 
