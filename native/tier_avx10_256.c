@@ -33,6 +33,8 @@
 #include "vaes_ymm.h"
 
 #define v_xor3(a, b, c) _mm256_ternarylogic_epi32((a), (b), (c), 0x96)
+/* The accumulators in registers: see VC_ACC_PIN. */
+#define VC_ACC_PIN(acc) __asm__("" : "+v"((acc).lo), "+v"((acc).hi), "+v"((acc).kara))
 /* n in 1..32 bytes */
 #define vc_bmask(n) ((n) >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << (n)) - 1))
 #define v_load_part(p, n) _mm256_maskz_loadu_epi8(vc_bmask(n), (const void *)(p))

@@ -19,6 +19,8 @@
 #include "vaes_ymm.h"
 
 #define v_xor3(a, b, c) v_xor(v_xor((a), (b)), (c))
+/* The accumulators in registers: see VC_ACC_PIN. */
+#define VC_ACC_PIN(acc) __asm__("" : "+x"((acc).lo), "+x"((acc).hi), "+x"((acc).kara))
 
 /* Partial loads and stores of n in 1..31 bytes without touching anything
  * outside [p, p+n).  A whole first 16 bytes (n >= 16) is one plain xmm
