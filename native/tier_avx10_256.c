@@ -33,6 +33,8 @@
 #include "vaes_ymm.h"
 
 #define v_xor3(a, b, c) _mm256_ternarylogic_epi32((a), (b), (c), 0x96)
+/* Products summed two vectors at a time: see VC_ACC_PAIRS. */
+#define VC_ACC_PAIRS 1
 /* The accumulators in registers: see VC_ACC_PIN. */
 #define VC_ACC_PIN(acc) __asm__("" : "+v"((acc).lo), "+v"((acc).hi), "+v"((acc).kara))
 /* n in 1..32 bytes */

@@ -28,6 +28,8 @@ typedef __m512i vc_v;
 #define v_zero() _mm512_setzero_si512()
 #define v_xor(a, b) _mm512_xor_si512((a), (b))
 #define v_xor3(a, b, c) _mm512_ternarylogic_epi32((a), (b), (c), 0x96)
+/* Products summed two vectors at a time: see VC_ACC_PAIRS. */
+#define VC_ACC_PAIRS 1
 /* The accumulators in registers: see VC_ACC_PIN. */
 #define VC_ACC_PIN(acc) __asm__("" : "+v"((acc).lo), "+v"((acc).hi), "+v"((acc).kara))
 #define v_and(a, b) _mm512_and_si512((a), (b))
