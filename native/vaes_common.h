@@ -318,9 +318,10 @@ typedef struct {
  * all 24 products of the 8-vector step (12 of the 4-vector one) stay live
  * until then: with 8 keystream vectors and the round keys that no longer
  * fits the register file, and vaes_avx2's step stored and reloaded 16 of
- * them, avx10_256's 12 and avx512's 8.  Used by mulp, in the main loop's
- * interleaved steps and encryption's pending pair; the one-shot pass keeps
- * plain mul (pinned there it measured -2 to -6 % at 16-256 B).  In-process
+ * them, avx10_256's 12 and avx512's 8.  Used by mulp and mul2, in the
+ * main loop's interleaved steps (see VC_MUL_EVEN) and encryption's
+ * pending pair; the one-shot pass keeps plain mul (pinned there it
+ * measured -2 to -6 % at 16-384 B).  In-process
  * A/B on a Sapphire Rapids class Xeon (AES-256, three processes): vaes_avx2
  * +4 % at 512 B to +12-15 % at 4-64 KiB, avx10_256 +1 to +4.5 % from
  * 512 B, avx512 +2.5 to +6.6 % from 768 B, both directions; shorter
