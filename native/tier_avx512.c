@@ -84,7 +84,6 @@ static inline __attribute__((target(VC_TGT))) __m512i v_hxor(__m512i v)
 #define VC_PASS_RM 1
 #define VC_RM_MIN 7
 #define VC_RM_ENC 0
-#define VC_KS_OPAQUE 1 /* the code budget: see VC_KS_OPAQUE */
 /* Messages of up to 32 bytes: the avx10_256 pass (see gcm_oneshot). */
 #define VC_TINY_TIER vc_tier_avx10_256
 

@@ -244,16 +244,6 @@
 #ifndef VC_RM_ENC
 #define VC_RM_ENC 1
 #endif
-/* VC_KS_OPAQUE (default 0): the one-group pass instance (ov ==
- * VC_SHORT_V) hides the vector count from its vector-by-vector keystream
- * loop too (see VC_OPAQUE).  avx512 needs the 43 B it saves to keep its
- * round-by-round decryption (VC_RM_ENC) within the code budget; it costs
- * that instance's messages up to 2 % (48-128 B, in-process A/B on a
- * Sapphire Rapids class Xeon), and on vaes_avx2, where it saves 150 B,
- * -2.5 to -4 % at 16-160 B, so that tier leaves it off. */
-#ifndef VC_KS_OPAQUE
-#define VC_KS_OPAQUE 0
-#endif
 #ifndef VC_LAST_APART
 #define VC_LAST_APART 0
 #endif
@@ -1255,13 +1245,10 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
         VC_RM_ROUND(m8, SIZE_MAX);
 #undef VC_RM_ROUND
     } else {
-        size_t nvk = nv; /* the keystream loop's: see VC_KS_OPAQUE */
-        if (VC_KS_OPAQUE && ov == VC_SHORT_V)
-            VC_OPAQUE(nvk);
         VC_UNROLL_SHORT
         for (size_t j = 0; j < VC_OS_V; j++) {
             x[j] = v_zero();
-            if (j < (rm && VC_RM_ENC ? VC_RM_MIN - 1 : ov) && j < nvk) {
+            if (j < (rm && VC_RM_ENC ? VC_RM_MIN - 1 : ov) && j < nv) {
                 x[j] = v_shuf8(c, bs);
                 c = v_add32(c, step);
                 VC_AES_NOLAST(x[j]);
