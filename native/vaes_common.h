@@ -320,30 +320,6 @@ typedef struct {
 #define VC_ACC_PIN(acc) ((void)0)
 #endif
 
-static inline VC_FN void VC_NAME(mul)(VC_NAME(acc) *a, vc_v d, const uint8_t *kp, int first)
-{
-    const vc_v k = v_loadu(kp);
-    const vc_v km = v_loadu(kp + VC_TABLE_MID);
-    const vc_v dm = v_xor(d, v_swap64(d));
-    const vc_v lo = v_clmul(d, k, 0x00), hi = v_clmul(d, k, 0x11), kara = v_clmul(dm, km, 0x00);
-    if (first) {
-        a->lo = lo;
-        a->hi = hi;
-        a->kara = kara;
-    } else {
-        a->lo = v_xor(a->lo, lo);
-        a->hi = v_xor(a->hi, hi);
-        a->kara = v_xor(a->kara, kara);
-    }
-}
-
-/* mul, then the accumulators pinned (see VC_ACC_PIN): the main loop's. */
-static inline VC_FN void VC_NAME(mulp)(VC_NAME(acc) *a, vc_v d, const uint8_t *kp, int first)
-{
-    VC_NAME(mul)(a, d, kp, first);
-    VC_ACC_PIN(*a);
-}
-
 /* The three Karatsuba products of d and the powers at kp, not yet summed. */
 static inline VC_FN VC_NAME(acc) VC_NAME(prod)(vc_v d, const uint8_t *kp)
 {
@@ -352,6 +328,26 @@ static inline VC_FN VC_NAME(acc) VC_NAME(prod)(vc_v d, const uint8_t *kp)
     const vc_v dm = v_xor(d, v_swap64(d));
     const VC_NAME(acc) p = {v_clmul(d, k, 0x00), v_clmul(dm, km, 0x00), v_clmul(d, k, 0x11)};
     return p;
+}
+
+/* prod summed into a (first: a starts as the products). */
+static inline VC_FN void VC_NAME(mul)(VC_NAME(acc) *a, vc_v d, const uint8_t *kp, int first)
+{
+    const VC_NAME(acc) p = VC_NAME(prod)(d, kp);
+    if (first) {
+        *a = p;
+    } else {
+        a->lo = v_xor(a->lo, p.lo);
+        a->hi = v_xor(a->hi, p.hi);
+        a->kara = v_xor(a->kara, p.kara);
+    }
+}
+
+/* mul, then the accumulators pinned (see VC_ACC_PIN): the main loop's. */
+static inline VC_FN void VC_NAME(mulp)(VC_NAME(acc) *a, vc_v d, const uint8_t *kp, int first)
+{
+    VC_NAME(mul)(a, d, kp, first);
+    VC_ACC_PIN(*a);
 }
 
 /* The products of d and those held in *h (prod of the previous vector)
