@@ -373,12 +373,14 @@ static inline VC_FN void VC_NAME(mul2)(VC_NAME(acc) *a, const VC_NAME(acc) *h, v
  * held (VC_MUL_EVEN) and summed with the odd one's (VC_MUL_ODD), three
  * XOR uops per two vectors instead of six.  first: the pair starts the
  * sum (the even vector's first flag; ignored by VC_MUL_ODD without pairs).
- * Why uops count: on Intel a 512-bit operation issues only on ports 0 and
- * 5, VAESENC zmm on port 0 alone, so every XOR the scheduler puts on port
- * 0 takes an AES slot.  In-process A/B on a Sapphire Rapids class Xeon
- * (AES-256, three processes): avx512 +3 to +6.5 % from 1 KiB, avx10_256
- * +2 to +4 % from 1 KiB (-1.8 % at 512 B decrypt), shorter messages
- * level.  vaes_avx2's v_xor3 is two VPXORs: nothing to save there, and
+ * Why it helps is our reading, not a measurement (no PMU on the VM): on
+ * Intel a 512-bit operation issues only on ports 0 and 5 and VAESENC zmm
+ * on port 0 alone (Intel's port maps), so an XOR put on port 0 can take
+ * an AES slot; but removing other uops of the step (the Karatsuba data
+ * shuffle, the byte swaps) measured level.  In-process A/B on a Sapphire
+ * Rapids class Xeon (AES-256, three processes): avx512 +3 to +6.5 % from
+ * 1 KiB, avx10_256 +2 to +4 % from 1 KiB (-1.8 % at 512 B decrypt),
+ * shorter messages level.  vaes_avx2's v_xor3 is two VPXORs: nothing to save there, and
  * the held products would cost it registers it does not have. */
 #ifndef VC_ACC_PAIRS
 #define VC_ACC_PAIRS 0
