@@ -69,8 +69,24 @@ def _race_one_big_call(
 ) -> tuple[bytes, list[bytes], int]:
     """A worker makes one long update (big zero bytes, seconds of C at worst
     with the GIL released); meanwhile this thread makes 1-byte updates until
-    the worker is done.  (worker's output, this thread's outputs, refusals)."""
-    w = _Worker(lambda: update(bytes(big)))
+    the worker is done.  (worker's output, this thread's outputs, refusals).
+
+    Either side may be the one refused: if this thread's 1-byte call holds the
+    stream when the worker's call arrives, the worker is refused.  A refused
+    call changed nothing (the contract), so the worker counts it and retries;
+    any other error of its call fails the test."""
+    data = bytes(big)  # allocated before the race, not inside it
+    worker_refused = 0
+
+    def big_call() -> bytes:
+        nonlocal worker_refused
+        while True:
+            try:
+                return update(data)
+            except ConcurrentUseError:
+                worker_refused += 1
+
+    w = _Worker(big_call)
     mine: list[bytes] = []
     refused = 0
     w.start()
@@ -83,7 +99,7 @@ def _race_one_big_call(
     w.join()
     assert w.error is None, f"the worker's own call failed: {w.error!r}"
     assert isinstance(w.result, bytes)
-    return w.result, mine, refused
+    return w.result, mine, refused + worker_refused
 
 
 BIG = 16 << 20
