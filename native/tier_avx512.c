@@ -52,6 +52,8 @@ typedef __m512i vc_v;
 #define v_lo128(v) _mm512_castsi512_si128(v)
 #define v_lane0_x(x) _mm512_zextsi128_si512(x)
 #define v_lane0_load(p) _mm512_zextsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+/* v with its lane 1 replaced by the 128-bit x */
+#define v_lane1_ins(v, x) _mm512_inserti32x4((v), (x), 1)
 #define v_lane0_store(p, v) _mm_storeu_si128((__m128i *)(void *)(p), _mm512_castsi512_si128(v))
 /* n in 1..64 bytes */
 #define vc_bmask(n) ((n) >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (n)) - 1))

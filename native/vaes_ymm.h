@@ -35,6 +35,8 @@ typedef __m256i vc_v;
 #define v_lo128(v) _mm256_castsi256_si128(v)
 #define v_lane0_x(x) _mm256_zextsi128_si256(x)
 #define v_lane0_load(p) _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+/* v with its lane 1 replaced by the 128-bit x */
+#define v_lane1_ins(v, x) _mm256_inserti128_si256((v), (x), 1)
 #define v_lane0_store(p, v) _mm_storeu_si128((__m128i *)(void *)(p), _mm256_castsi256_si128(v))
 /* Sum of the two lanes into lane 0, upper lane zero. */
 #define v_hxor(v)                                                                                  \
