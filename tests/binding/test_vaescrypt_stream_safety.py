@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import _vc_ref as ref
 import pytest
@@ -106,14 +106,27 @@ BIG = 16 << 20
 
 
 # A race needs the second thread to be scheduled while the first is inside
-# the C call; on a loaded 2-core machine one attempt may not get there.  Every
-# attempt must leave the stream consistent; at least one must see a refusal.
-ATTEMPTS = 25
+# the C call.  Under pytest -n 2 on a 2-CPU machine both CPUs may be busy
+# with the other test process, and the two threads of this one then share
+# one CPU: an attempt (a 16 MiB call, a few ms) can pass with no overlap,
+# and the last CI run saw 25 such attempts in a row.  So attempts go on
+# until one sees a refusal or RACE_SECONDS pass; every attempt must leave
+# the stream consistent, and at least one must see a refusal.
+RACE_SECONDS = 30.0
+
+
+def _attempts() -> Iterator[int]:
+    """0, 1, 2 ... until RACE_SECONDS have passed (at least one attempt)."""
+    deadline = time.monotonic() + RACE_SECONDS
+    i = 0
+    while i == 0 or time.monotonic() < deadline:
+        yield i
+        i += 1
 
 
 def test_gcm_stream_refuses_a_second_thread_and_stays_consistent() -> None:
-    refused = 0
-    for _ in range(ATTEMPTS):
+    refused = tries = 0
+    for tries in _attempts():
         enc = AESGCM(KEY1).encryptor(NONCE)
         big_out, mine, refused = _race_one_big_call(enc.update, BIG)
         enc.finalize()
@@ -126,8 +139,8 @@ def test_gcm_stream_refuses_a_second_thread_and_stays_consistent() -> None:
         if refused:
             break
     assert refused > 0, (
-        f"in {ATTEMPTS} attempts, no 1-byte update overlapped another thread's 16 MiB "
-        "update of the same stream, or concurrent use was not refused"
+        f"in {tries + 1} attempts ({RACE_SECONDS:.0f} s), no 1-byte update overlapped "
+        "another thread's 16 MiB update of the same stream, or concurrent use was not refused"
     )
 
 
@@ -135,8 +148,8 @@ def test_gcm_stream_refuses_a_second_thread_and_stays_consistent() -> None:
 def test_cfb_stream_refuses_a_second_thread_and_stays_consistent(segment_size: int) -> None:
     big = BIG if segment_size == 128 else 1 << 20  # CFB8 is one AES per byte
     refn = ref.cfb128 if segment_size == 128 else ref.cfb8
-    refused = 0
-    for _ in range(ATTEMPTS):
+    refused = tries = 0
+    for tries in _attempts():
         enc = AESCFB(KEY1, segment_size=segment_size).encryptor(IV)
         big_out, mine, refused = _race_one_big_call(enc.update, big)
         total = big + len(mine)
@@ -148,7 +161,10 @@ def test_cfb_stream_refuses_a_second_thread_and_stays_consistent(segment_size: i
         assert at >= 0 and expect[at : at + big] == big_out
         if refused:
             break
-    assert refused > 0, f"in {ATTEMPTS} attempts, concurrent use of one CFB stream was not refused"
+    assert refused > 0, (
+        f"in {tries + 1} attempts ({RACE_SECONDS:.0f} s), concurrent use of one CFB stream "
+        "was not refused"
+    )
 
 
 def _stress(stream: object, calls: int) -> tuple[list[bytes], int]:
