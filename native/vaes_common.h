@@ -1196,28 +1196,34 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     const size_t nd0 = nd < VC_SHORT_V * VC_L ? nd : VC_SHORT_V * VC_L;
     const size_t n = na + nd0 + (nd == nd0);
     VC_NAME(acc) a = {v_zero(), v_zero(), v_zero()};
-    if (have_s)
-        VC_NAME(mul)(&a, S, VC_ENTRY(g->table, (int)n), 0);
-    /* One AAD block (1..16 bytes: TLS, ESP) and the length block share one
-     * vector, [A_1 | len] times [K(n) | K1], where one group holds the
-     * whole run (the length block is then group 0's last, K1): one
-     * vector's three multiplies instead of two vectors' six, and no
-     * separate product at the end of the run.  In-process A/B on a
-     * Sapphire Rapids class Xeon (AES-256, 16-byte AAD, three processes,
-     * 15 pairs): avx512 +7 to +12 % at 48-256 B, avx10_256 +3 to +8.5 %
-     * at 16-64 B (level to +4 % at 128-256 B), vaes_avx2 +2 to +6 % at
-     * 16-256 B but -0.3 % at 256 B encrypt; 512 B and up level (another
-     * route).  vaes_avx2's pass grows 420 B (the second masked AAD load).
-     * arun - 1 is huge for arun = 0 (no AAD, or the long route's). */
-    const int fuse = ov == VC_SHORT_V && arun - 1 < 16;
+    /* One AAD block (1..16 bytes: TLS, ESP), or the state S of what was
+     * hashed before (AAD alone, the long route's main loop), and the
+     * length block share one vector, [A_1 | len] or [S | len] times
+     * [K(n) | K1], where one group holds the whole run (the length block
+     * is then group 0's last, K1): one vector's three multiplies instead
+     * of two vectors' six, and no separate product at the end of the run.
+     * In-process A/B on a Sapphire Rapids class Xeon (AES-256, 16-byte
+     * AAD, three processes, 15 pairs), the AAD block: avx512 +7 to +12 %
+     * at 48-256 B, avx10_256 +3 to +8.5 % at 16-64 B (level to +4 % at
+     * 128-256 B), vaes_avx2 +2 to +6 % at 16-256 B but -0.3 % at 256 B
+     * encrypt; vaes_avx2's pass grows 420 B (the second masked AAD load).
+     * arun - 1 is huge for arun = 0 (no AAD, or S instead).  A two-group
+     * instance (ov > VC_SHORT_V) holds in one group only what the long
+     * route left (its callers send shorter messages to the one-group
+     * instance): there only [S | len] is compiled. */
+    const int s_only = ov > VC_SHORT_V;
+    const int fuse = s_only ? have_s && nd == nd0 : have_s || arun - 1 < 16;
     if (fuse) {
         const uint8_t *kn = VC_ENTRY(g->table, (int)n), *k1 = VC_ENTRY(g->table, 1);
         const __m128i k1v = _mm_loadu_si128((const __m128i *)(const void *)k1);
         const __m128i k1m = _mm_loadu_si128((const __m128i *)(const void *)(k1 + VC_TABLE_MID));
-        const vc_v d = v_lane1_ins(v_shuf8(v_load_part(aad, arun), bs), lb128);
+        const vc_v d0 = s_only || have_s ? S : v_shuf8(v_load_part(aad, arun), bs);
+        const vc_v d = v_lane1_ins(d0, lb128);
         a = VC_NAME(prod_k)(d, v_lane1_ins(v_lane0_load(kn), k1v),
                             v_lane1_ins(v_lane0_load(kn + VC_TABLE_MID), k1m));
     } else {
+        if (have_s)
+            VC_NAME(mul)(&a, S, VC_ENTRY(g->table, (int)n), 0);
         for (size_t off = 0; off < arun; off += VC_W) {
             const size_t m = arun - off;
             const vc_v d = m >= VC_W ? v_loadu(aad + off) : v_load_part(aad + off, m);
