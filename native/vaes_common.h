@@ -335,6 +335,19 @@ static inline VC_FN VC_NAME(acc) VC_NAME(prod)(vc_v d, const uint8_t *kp)
     return VC_NAME(prod_k)(d, v_loadu(kp), v_loadu(kp + VC_TABLE_MID));
 }
 
+/* The products of [s | len] and [K(n) at kn | K1]: s (lane 0 only) and
+ * the length block (multiplication form) in one vector, when the length
+ * block is the last of the run that s starts (see the one-shot pass). */
+static inline VC_FN VC_NAME(acc) VC_NAME(prod_len)(vc_v s, __m128i len, const uint8_t *kn,
+                                                   const vc_ghash_key *g)
+{
+    const uint8_t *k1 = VC_ENTRY(g->table, 1);
+    const __m128i k1v = _mm_loadu_si128((const __m128i *)(const void *)k1);
+    const __m128i k1m = _mm_loadu_si128((const __m128i *)(const void *)(k1 + VC_TABLE_MID));
+    return VC_NAME(prod_k)(v_lane1_ins(s, len), v_lane1_ins(v_lane0_load(kn), k1v),
+                           v_lane1_ins(v_lane0_load(kn + VC_TABLE_MID), k1m));
+}
+
 /* prod summed into a (first: a starts as the products). */
 static inline VC_FN void VC_NAME(mul)(VC_NAME(acc) *a, vc_v d, const uint8_t *kp, int first)
 {
@@ -1214,13 +1227,8 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     const int s_only = ov > VC_SHORT_V;
     const int fuse = s_only ? have_s && nd == nd0 : have_s || arun - 1 < 16;
     if (fuse) {
-        const uint8_t *kn = VC_ENTRY(g->table, (int)n), *k1 = VC_ENTRY(g->table, 1);
-        const __m128i k1v = _mm_loadu_si128((const __m128i *)(const void *)k1);
-        const __m128i k1m = _mm_loadu_si128((const __m128i *)(const void *)(k1 + VC_TABLE_MID));
         const vc_v d0 = s_only || have_s ? S : v_shuf8(v_load_part(aad, arun), bs);
-        const vc_v d = v_lane1_ins(d0, lb128);
-        a = VC_NAME(prod_k)(d, v_lane1_ins(v_lane0_load(kn), k1v),
-                            v_lane1_ins(v_lane0_load(kn + VC_TABLE_MID), k1m));
+        a = VC_NAME(prod_len)(d0, lb128, VC_ENTRY(g->table, (int)n), g);
     } else {
         if (have_s)
             VC_NAME(mul)(&a, S, VC_ENTRY(g->table, (int)n), 0);
@@ -1306,10 +1314,9 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
             break;
         if (j < nh) /* hashed between the rounds */
             continue;
-        if (j == VC_SHORT_V) { /* group 1: S0 times K(n1), then its products */
+        if (j == VC_SHORT_V) { /* group 1: [S0 | len] times [K(n1) | K1], then its products */
             S = VC_NAME(finish)(&a);
-            a.lo = a.hi = a.kara = v_zero();
-            VC_NAME(mul)(&a, S, VC_ENTRY(g->table, (int)n1), 0);
+            a = VC_NAME(prod_len)(S, lb128, VC_ENTRY(g->table, (int)n1), g);
         }
 #if VC_LAST_APART
         const size_t off = j * VC_W;
@@ -1340,8 +1347,8 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
                      j < VC_SHORT_V ? kd + j * VC_W : kd1 + (j - VC_SHORT_V) * VC_W, 0);
     }
     /* The length block, [len(A)]_64 || [len(C)]_64 reversed, times K1
-     * (unless it went with the AAD block). */
-    if (!fuse)
+     * (unless it went with the AAD block, S, or group 1's S0). */
+    if (!fuse && (ov == VC_SHORT_V || nd == nd0))
         VC_NAME(mul_k1)(&a, v_lane0_x(lb128), g);
     S = VC_NAME(finish)(&a);
 #if VC_LAST_APART
