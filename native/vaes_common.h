@@ -1216,10 +1216,13 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
      * is then group 0's last, K1): one vector's three multiplies instead
      * of two vectors' six, and no separate product at the end of the run.
      * In-process A/B on a Sapphire Rapids class Xeon (AES-256, 16-byte
-     * AAD, three processes, 15 pairs), the AAD block: avx512 +7 to +12 %
-     * at 48-256 B, avx10_256 +3 to +8.5 % at 16-64 B (level to +4 % at
+     * AAD, three processes), the AAD block: avx512 +7 to +12 % at
+     * 48-256 B, avx10_256 +3 to +8.5 % at 16-64 B (level to +4 % at
      * 128-256 B), vaes_avx2 +2 to +6 % at 16-256 B but -0.3 % at 256 B
-     * encrypt; vaes_avx2's pass grows 420 B (the second masked AAD load).
+     * encrypt; S and group 1's S0 (see there) then avx512 +0.6 to +2.2 %
+     * at 300-1420 B, vaes_avx2 encrypt +0.4 to +2.1 % at 520-1420 B.  The
+     * three forms cost 281 B of vaes_avx2's pass (a second masked AAD
+     * load), 350 B of avx512's GCM text, 97 B of avx10_256's.
      * arun - 1 is huge for arun = 0 (no AAD, or S instead).  A two-group
      * instance (ov > VC_SHORT_V) holds in one group only what the long
      * route left (its callers send shorter messages to the one-group
