@@ -21,9 +21,10 @@ from vaescrypt._native import ffi, lib
 
 import vaescrypt
 
-# Short AADs share chunk 0's powers; 240/256 B sit at the threshold for a
+# Short AADs share chunk 0's powers (1-16 B: one vector with the length
+# block, 13 B as in TLS 1.2); 240/256 B sit at the threshold for a
 # 16-block chunk (AAD blocks + 16 + 1 > 32); 600 B is hashed alone.
-AAD_LENGTHS = (0, 1, 16, 17, 63, 240, 241, 256, 600)
+AAD_LENGTHS = (0, 1, 13, 16, 17, 63, 240, 241, 256, 600)
 
 
 def _data_lengths(aad_len: int) -> range | list[int]:
