@@ -944,7 +944,23 @@ static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_k
         size_t n = r < VC_BATCH ? r : VC_BATCH;
         VC_OPAQUE(n); /* see VC_OPAQUE: the tail's unrolled loops */
         vc_v d[4];
-        VC_R_ALL();
+#if VC_DBL_ON
+        /* A tail of one vector (the ymm tiers' whole-message decryption
+         * ends in one when its length is 1..32 past a batch): that
+         * vector's rounds only, not four vectors'.  In-process A/B
+         * (three processes, 11 pairs): decrypt 1300 / 1420 B +1.6 to
+         * +3.9 % on vaes_avx2 and +1.6 % on avx10_256, but vaes_avx2
+         * decrypt -0.6 to -0.8 % at 16-64 KiB (its main loop's stack
+         * frame and spills moved); avx512 does not take it (its one-shot
+         * tails are the pass's, and its code budget is spent).  The same
+         * rounds out of line, keys from the schedule, kept the frame but
+         * measured -0.6 % at 16-64 KiB on both ymm tiers and lost avx10_256's
+         * gain. */
+        if (n <= VC_W)
+            VC_AES_NOLAST(x[0]);
+        else
+#endif
+            VC_R_ALL();
         VC_NAME(load_tail)(d, ip, n);
         VC_UNROLL
         for (size_t j = 0; j < 4; j++) {
