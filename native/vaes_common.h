@@ -348,17 +348,22 @@ static inline VC_FN VC_NAME(acc) VC_NAME(prod_len)(vc_v s, __m128i len, const ui
                            v_lane1_ins(v_lane0_load(kn + VC_TABLE_MID), k1m));
 }
 
+/* Products p summed into a. */
+static inline VC_FN void VC_NAME(acc_add)(VC_NAME(acc) *a, const VC_NAME(acc) p)
+{
+    a->lo = v_xor(a->lo, p.lo);
+    a->hi = v_xor(a->hi, p.hi);
+    a->kara = v_xor(a->kara, p.kara);
+}
+
 /* prod summed into a (first: a starts as the products). */
 static inline VC_FN void VC_NAME(mul)(VC_NAME(acc) *a, vc_v d, const uint8_t *kp, int first)
 {
     const VC_NAME(acc) p = VC_NAME(prod)(d, kp);
-    if (first) {
+    if (first)
         *a = p;
-    } else {
-        a->lo = v_xor(a->lo, p.lo);
-        a->hi = v_xor(a->hi, p.hi);
-        a->kara = v_xor(a->kara, p.kara);
-    }
+    else
+        VC_NAME(acc_add)(a, p);
 }
 
 /* mul, then the accumulators pinned (see VC_ACC_PIN): the main loop's. */
@@ -417,7 +422,10 @@ static inline VC_FN vc_v VC_NAME(finish)(const VC_NAME(acc) *a)
     return v_hxor(VC_NAME(reduce)(a->lo, mid, a->hi));
 }
 
-/* d (lane 0 only) times K1, added to a: the length block's product. */
+/* d (lane 0 only) times K1, added to a: the length block's product.
+ * prod_k's three products, written out in this order: through prod_k
+ * (the data shuffle first) GCC allocated vaes_avx2's one-shot pass
+ * differently and it grew by 200 B. */
 static inline VC_FN void VC_NAME(mul_k1)(VC_NAME(acc) *a, vc_v d, const vc_ghash_key *g)
 {
     const vc_v k1 = v_lane0_load(VC_ENTRY(g->table, 1));
@@ -948,14 +956,15 @@ static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_k
         /* A tail of one vector (the ymm tiers' whole-message decryption
          * ends in one when its length is 1..32 past a batch): that
          * vector's rounds only, not four vectors'.  In-process A/B
-         * (three processes, 11 pairs): decrypt 1300 / 1420 B +1.6 to
-         * +3.9 % on vaes_avx2 and +1.6 % on avx10_256, but vaes_avx2
-         * decrypt -0.6 to -0.8 % at 16-64 KiB (its main loop's stack
-         * frame and spills moved); avx512 does not take it (its one-shot
-         * tails are the pass's, and its code budget is spent).  The same
-         * rounds out of line, keys from the schedule, kept the frame but
-         * measured -0.6 % at 16-64 KiB on both ymm tiers and lost avx10_256's
-         * gain. */
+         * (three processes, 11 pairs): decrypt 1300 / 1420 B +1.8 to
+         * +3.9 % on vaes_avx2 and +1.6 to +1.7 % on avx10_256, but
+         * vaes_avx2 decrypt -0.6 to -0.8 % at 16-64 KiB (its main loop's
+         * stack frame and spills moved) and 600 B -0.8 to -1.5 % encrypt
+         * (avx10_256 decrypt -2.5 % in one run); avx512 does not take it
+         * (its one-shot tails are the pass's, and its code budget is
+         * spent).  The same rounds out of line, keys from the schedule,
+         * kept the frame but measured 0 to -0.9 % at 16-64 KiB on both ymm
+         * tiers and lost avx10_256's gain. */
         if (n <= VC_W)
             VC_AES_NOLAST(x[0]);
         else
@@ -1232,11 +1241,12 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
      * is then group 0's last, K1): one vector's three multiplies instead
      * of two vectors' six, and no separate product at the end of the run.
      * In-process A/B on a Sapphire Rapids class Xeon (AES-256, 16-byte
-     * AAD, three processes), the AAD block: avx512 +7 to +12 % at
-     * 48-256 B, avx10_256 +3 to +8.5 % at 16-64 B (level to +4 % at
-     * 128-256 B), vaes_avx2 +2 to +6 % at 16-256 B but -0.3 % at 256 B
-     * encrypt; S and group 1's S0 (see there) then avx512 +0.6 to +2.2 %
-     * at 300-1420 B, vaes_avx2 encrypt +0.4 to +2.1 % at 520-1420 B.  The
+     * AAD, three processes), the AAD block: avx512 +6.8 to +13.6 % at
+     * 48-256 B, avx10_256 +2.7 to +8.5 % at 16-64 B (-0.1 to +4.3 % at
+     * 128-256 B), vaes_avx2 +1.3 to +6.7 % at 16-256 B but -0.3 % at
+     * 256 B encrypt; S and group 1's S0 (see there) then avx512 -0.2 to
+     * +2.2 % at 300-1420 B (300 B encrypt -1.6 % in one run of three),
+     * vaes_avx2 encrypt +0.4 to +2.1 % at 520-1420 B.  The
      * three forms cost 281 B of vaes_avx2's pass (a second masked AAD
      * load), 350 B of avx512's GCM text, 97 B of avx10_256's.
      * arun - 1 is huge for arun = 0 (no AAD, or S instead).  A two-group
