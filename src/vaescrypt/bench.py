@@ -1191,16 +1191,27 @@ def roof_legend(meta: dict[str, Any]) -> list[str]:
     ]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def run_cli(prog: str, body: Callable[[], int]) -> int:
+    """body() under the commands' error contract (vaescrypt.bench and
+    vaescrypt.bench_ab): a BenchError is one line on stderr and exit 2,
+    Ctrl-C is exit 130."""
     try:
-        opts = parse_args(argv)
-        rows, meta = measure(opts)
+        return body()
     except BenchError as e:
-        print(f"vaescrypt.bench: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("vaescrypt.bench: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_cli("vaescrypt.bench", lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    opts = parse_args(argv)
+    rows, meta = measure(opts)
     violations = roof_violations(rows)
     if opts.as_json:
         print(

@@ -36,14 +36,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vaescrypt.bench import ALL_DIRS, BenchError, _csv, _ints, pin_to_one_cpu, run_cli
+
 EXT_NAME = "vaescrypt._bench"
 EXT_FILE = "_bench.abi3.so"
 DEFAULT_SIZES: tuple[int, ...] = (16, 64, 256, 512, 1420, 4096)
-DIRS: tuple[str, ...] = ("encrypt", "decrypt")
-
-
-class AbError(Exception):
-    """A bad option or an unusable build: reported as one line."""
 
 
 @dataclass(frozen=True)
@@ -59,14 +56,10 @@ class AbOptions:
     as_json: bool
 
 
-def _csv(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
-
-
 def _extension_file(arg: str, which: str) -> str:
     path = os.path.join(arg, EXT_FILE) if os.path.isdir(arg) else arg
     if not os.path.isfile(path):
-        raise AbError(f"{which}: no {EXT_FILE} at {path!r}")
+        raise BenchError(f"{which}: no {EXT_FILE} at {path!r}")
     return os.path.abspath(path)
 
 
@@ -89,25 +82,22 @@ def parse_args(argv: Sequence[str] | None) -> AbOptions:
     after = _extension_file(a.after, "AFTER")
     if os.path.samefile(before, after):
         # The dynamic loader would hand back the one copy it already has.
-        raise AbError("BEFORE and AFTER are the same file; for a null A/B compare a copy")
+        raise BenchError("BEFORE and AFTER are the same file; for a null A/B compare a copy")
     dirs = _csv(a.dirs)
     for d in dirs:
-        if d not in DIRS:
-            raise AbError(f"unknown direction {d!r}; expected encrypt and/or decrypt")
-    try:
-        sizes = [int(s) for s in _csv(a.sizes)]
-    except ValueError:
-        raise AbError(f"--sizes takes comma-separated integers, got {a.sizes!r}") from None
-    if not sizes or not dirs:
-        raise AbError("--sizes and --dirs must not be empty")
+        if d not in ALL_DIRS:
+            raise BenchError(f"unknown direction {d!r}; expected encrypt and/or decrypt")
+    sizes = _ints(a.sizes, "sizes")
+    if not dirs:
+        raise BenchError("--dirs is empty")
     if any(not 1 <= s <= 1 << 30 for s in sizes):
-        raise AbError("--sizes must be between 1 and 2^30 bytes")
+        raise BenchError("--sizes must be between 1 and 2^30 bytes")
     if not 1 <= a.pairs <= 1000:
-        raise AbError("--pairs must be 1..1000")
+        raise BenchError("--pairs must be 1..1000")
     if not 0 < a.seconds <= 10:
-        raise AbError("--seconds must be in (0, 10]")
+        raise BenchError("--seconds must be in (0, 10]")
     if a.key_bits not in (128, 192, 256):
-        raise AbError("--key-bits must be 128, 192 or 256")
+        raise BenchError("--key-bits must be 128, 192 or 256")
     return AbOptions(
         before, after, _csv(a.paths), dirs, sizes, a.pairs, a.seconds, a.key_bits, a.as_json
     )
@@ -119,15 +109,15 @@ def load_build(path: str) -> Any:
     loader = importlib.machinery.ExtensionFileLoader(EXT_NAME, path)
     spec = importlib.util.spec_from_file_location(EXT_NAME, path, loader=loader)
     if spec is None:
-        raise AbError(f"cannot load {path!r} as {EXT_NAME}")
+        raise BenchError(f"cannot load {path!r} as {EXT_NAME}")
     try:
         module = importlib.util.module_from_spec(spec)
         loader.exec_module(module)
     except ImportError as e:
-        raise AbError(f"cannot load {path!r} as {EXT_NAME}: {e}") from None
+        raise BenchError(f"cannot load {path!r} as {EXT_NAME}: {e}") from None
     lib = getattr(module, "lib", None)
     if lib is None or not hasattr(lib, "vc_bench_lib"):
-        raise AbError(f"{path!r} is not a vaescrypt._bench build (no vc_bench_lib)")
+        raise BenchError(f"{path!r} is not a vaescrypt._bench build (no vc_bench_lib)")
     return lib
 
 
@@ -140,7 +130,7 @@ def _timed(lib: Any, ids: tuple[int, int, int], opts: AbOptions, size: int) -> f
     mode, direction, path = ids
     v = float(lib.vc_bench_lib(mode, direction, path, opts.key_bits, size, opts.seconds))
     if v <= 0:
-        raise AbError(f"the C loop failed at {size} B (status {v:g})")
+        raise BenchError(f"the C loop failed at {size} B (status {v:g})")
     return v
 
 
@@ -148,18 +138,17 @@ def run(opts: AbOptions) -> list[dict[str, Any]]:
     try:
         from vaescrypt import available
         from vaescrypt._names import dir_id, mode_id, path_id
-        from vaescrypt.bench import pin_to_one_cpu
     except ImportError as e:
-        raise AbError(f"cannot import the vaescrypt binding: {e}") from None
+        raise BenchError(f"cannot import the vaescrypt binding: {e}") from None
 
     paths = opts.paths or [
         p for p in ("avx512", "avx10_256", "vaes_avx2") if p in available("gcm", "encrypt")
     ]
     if not paths:
-        raise AbError("no wide path on this CPU; name one with --paths")
+        raise BenchError("no wide path on this CPU; name one with --paths")
     for p in paths:
         if p not in available("gcm", "encrypt"):
-            raise AbError(f"path {p!r} is not available for GCM on this CPU")
+            raise BenchError(f"path {p!r} is not available for GCM on this CPU")
     libs = (load_build(opts.before), load_build(opts.after))
     pin_to_one_cpu()
     out: list[dict[str, Any]] = []
@@ -204,15 +193,12 @@ def render(results: list[dict[str, Any]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        opts = parse_args(argv)
-        results = run(opts)
-    except AbError as e:
-        print(f"vaescrypt.bench_ab: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("vaescrypt.bench_ab: interrupted", file=sys.stderr)
-        return 130
+    return run_cli("vaescrypt.bench_ab", lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    opts = parse_args(argv)
+    results = run(opts)
     if opts.as_json:
         print(
             json.dumps({"before": opts.before, "after": opts.after, "results": results}, indent=2)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import vaescrypt
-from vaescrypt import bench_ab
+from vaescrypt import bench, bench_ab
 
 
 def _built_extension() -> Path:
@@ -75,7 +75,7 @@ def test_null_ab_measures_every_point(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     got = {(x["path"], x["direction"], x["size"]) for x in out["results"]}
-    assert got == {(p, d, s) for p in paths for d in bench_ab.DIRS for s in (16, 300)}
+    assert got == {(p, d, s) for p in paths for d in bench.ALL_DIRS for s in (16, 300)}
     for x in out["results"]:
         assert len(x["before_mbps"]) == len(x["after_mbps"]) == 3
         assert all(v > 0 for v in x["before_mbps"] + x["after_mbps"])
