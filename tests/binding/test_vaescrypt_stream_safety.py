@@ -80,11 +80,18 @@ def _race_one_big_call(
 
     def big_call() -> bytes:
         nonlocal worker_refused
+        # A stream that stays busy (a flag never cleared) would refuse the
+        # worker for ever: a failure after 10 s, not a hang.
+        give_up = time.monotonic() + 10.0
         while True:
             try:
                 return update(data)
             except ConcurrentUseError:
                 worker_refused += 1
+                if time.monotonic() > give_up:
+                    raise AssertionError(
+                        f"refused {worker_refused} times in 10 s: the stream stayed busy"
+                    ) from None
 
     w = _Worker(big_call)
     mine: list[bytes] = []
