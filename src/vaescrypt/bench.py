@@ -65,7 +65,11 @@ round after round (--rounds), and each keeps its best round; time is the
 thread's CPU time, so a batch is not charged for time another process had
 the CPU.  "*" marks the path the dispatcher selects (the "best path").
 The key set-up cost (C loop, and from Python next to `cryptography`) and a
-check of the issue's targets are printed after the table.
+check of the issue's targets are printed after the table, then, when the
+run measured any of them, issue 23's C/EVP goals for the wide GCM paths
+(vaescrypt.bench_goals: judged only on the Zen 4 machine class they were
+measured on; --json records the machine and the verdict, and
+`python -m vaescrypt.bench_goals RUN.json ...` judges several runs).
 """
 
 from __future__ import annotations
@@ -80,6 +84,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from vaescrypt import bench_goals
 
 # Odd sizes (63, 200, 300, 500, 4095) exercise the partial-block tails.
 DEFAULT_SIZES: tuple[int, ...] = (
@@ -645,6 +651,7 @@ def measure(opts: Options) -> tuple[list[Row], dict[str, Any]]:
         "cpu": sorted(vaescrypt.cpu_features()),
         "pinned_cpu": cpu,
         "host": platform.node(),
+        "machine": bench_goals.this_machine().as_json(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "seconds_per_point": opts.seconds,
         "rounds": opts.rounds,
@@ -1111,7 +1118,19 @@ def render_table(rows: Sequence[Row], meta: dict[str, Any]) -> str:
             "Targets (AES-256, dispatcher's path, from Python vs cryptography):",
             *targets,
         ]
+    goals = goals_verdict(rows, meta)
+    if goals is not None:
+        lines += ["", *bench_goals.render(goals)]
     return "\n".join(lines)
+
+
+def goals_verdict(rows: Sequence[Row], meta: dict[str, Any]) -> bench_goals.Verdict | None:
+    """This run against issue 23's C/EVP goals (see vaescrypt.bench_goals),
+    None when the run measured none of their cells."""
+    v = bench_goals.judge(
+        [[r.as_json() for r in rows]], [bench_goals.Machine.from_json(meta.get("machine"))]
+    )
+    return v if any(x is not None for c in v.cells for x in c.values) else None
 
 
 def _quiet_cell(r: Row) -> str:
@@ -1191,6 +1210,25 @@ def roof_legend(meta: dict[str, Any]) -> list[str]:
     ]
 
 
+def _goals_json(v: bench_goals.Verdict | None) -> dict[str, Any] | None:
+    if v is None:
+        return None
+    return {
+        "judged": v.judged,
+        "met": v.met,
+        "below": [
+            {
+                "direction": c.direction,
+                "path": c.path,
+                "size": c.size,
+                "goal": c.goal,
+                "c_vs_evp": c.worst,
+            }
+            for c in v.below
+        ],
+    }
+
+
 def run_cli(prog: str, body: Callable[[], int]) -> int:
     """body() under the commands' error contract (vaescrypt.bench and
     vaescrypt.bench_ab): a BenchError is one line on stderr and exit 2,
@@ -1220,6 +1258,7 @@ def _main(argv: Sequence[str] | None) -> int:
                     **meta,
                     "results": [r.as_json() for r in rows],
                     "targets": check_targets(rows),
+                    "goals": _goals_json(goals_verdict(rows, meta)),
                     "roof_violations": violations,
                 },
                 indent=2,

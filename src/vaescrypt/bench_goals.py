@@ -1,0 +1,278 @@
+"""Issue 23's GCM speed goals and the verdict on `vaescrypt.bench` runs.
+
+The goals are C/EVP ratios (vaescrypt's C loop over OpenSSL EVP in the same
+run, AES-256, 12-byte IV, 16-byte AAD) that the best public VAES GCM code
+(Linux's aes-gcm-vaes-avx512.S, aes-gcm-vaes-avx2.S and the 256-bit variant
+of aes-gcm-avx10-x86_64.S, assembled in user space) reached itself, measured
+on an AMD EPYC Zen 4 KVM guest (family 0x19, model 0x11) against OpenSSL
+3.0.19.  A ratio to a reference in the same run cancels most of the host's
+clock and state, but not the microarchitecture: the goals belong to Zen 4,
+and on any other CPU the table below is printed as information, not judged.
+
+The issue is done when every wide path is at or above its goal at every
+size, both directions, in two runs in a row:
+
+    python -m vaescrypt.bench --modes gcm --key-bits 256 \\
+        --paths avx512,avx10_256,vaes_avx2 \\
+        --sizes 16,64,256,512,1420,4096,16384,65536 --json > run1.json
+    (the same again > run2.json)
+    python -m vaescrypt.bench_goals run1.json run2.json
+
+Exit status of that command: 0 every goal met in every run, on Zen 4;
+1 some cell below its goal (or not measured); 3 the runs were not taken on
+Zen 4, so nothing is judged; 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SIZES: tuple[int, ...] = (16, 64, 256, 512, 1420, 4096, 16384, 65536)
+PATHS: tuple[str, ...] = ("avx512", "avx10_256", "vaes_avx2")
+DIRECTIONS: tuple[str, ...] = ("encrypt", "decrypt")
+
+# (direction, path) -> C/EVP to reach at each of SIZES (issue 23's table:
+# the best public code's own C/EVP on Zen 4).
+GOALS: dict[tuple[str, str], tuple[float, ...]] = {
+    ("encrypt", "avx512"): (3.88, 4.11, 4.34, 3.93, 2.81, 2.73, 2.55, 2.48),
+    ("encrypt", "avx10_256"): (4.31, 4.43, 3.98, 3.61, 2.69, 2.46, 2.20, 2.19),
+    ("encrypt", "vaes_avx2"): (4.34, 4.57, 3.97, 3.44, 2.56, 2.22, 2.01, 1.96),
+    ("decrypt", "avx512"): (6.80, 6.49, 5.24, 4.44, 3.20, 2.89, 2.53, 2.50),
+    ("decrypt", "avx10_256"): (6.97, 6.08, 4.73, 4.04, 3.09, 2.55, 2.31, 2.29),
+    ("decrypt", "vaes_avx2"): (6.68, 6.29, 4.64, 3.84, 2.87, 2.42, 2.16, 2.14),
+}
+GOAL_MACHINE = "AMD Zen 4"
+GOAL_OPENSSL = "OpenSSL 3.0.19"
+
+# AMD family 0x19 models that are Zen 4 (the rest of the family is Zen 3):
+# the ranges Linux's arch/x86/kernel/cpu/amd.c uses for X86_FEATURE_ZEN4.
+_ZEN4_MODELS: tuple[range, ...] = (range(0x10, 0x20), range(0x60, 0xB0))
+
+
+class GoalsError(Exception):
+    """Bad input to the verdict: one line for the user, exit 2."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    vendor: str
+    family: int | None
+    model: int | None
+    name: str
+
+    @property
+    def is_zen4(self) -> bool:
+        return (
+            self.vendor == "AuthenticAMD"
+            and self.family == 0x19
+            and self.model is not None
+            and any(self.model in r for r in _ZEN4_MODELS)
+        )
+
+    def describe(self) -> str:
+        fam = f"{self.family:#x}" if self.family is not None else "?"
+        mod = f"{self.model:#x}" if self.model is not None else "?"
+        what = "Zen 4" if self.is_zen4 else "not Zen 4"
+        return f"{self.name or self.vendor or 'unknown CPU'} (family {fam}, model {mod}: {what})"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "vendor": self.vendor,
+            "family": self.family,
+            "model": self.model,
+            "name": self.name,
+        }
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any] | None) -> Machine | None:
+        if not isinstance(d, Mapping):
+            return None
+        fam, mod = d.get("family"), d.get("model")
+        return Machine(
+            vendor=str(d.get("vendor") or ""),
+            family=fam if isinstance(fam, int) else None,
+            model=mod if isinstance(mod, int) else None,
+            name=str(d.get("name") or ""),
+        )
+
+
+def parse_cpuinfo(text: str) -> Machine:
+    """The first processor's vendor, family, model and name from the text
+    of /proc/cpuinfo (fields missing or unreadable stay unknown)."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor's block is enough
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+
+    def num(key: str) -> int | None:
+        try:
+            return int(fields[key], 0)
+        except (KeyError, ValueError):
+            return None
+
+    return Machine(
+        vendor=fields.get("vendor_id", ""),
+        family=num("cpu family"),
+        model=num("model"),
+        name=fields.get("model name", ""),
+    )
+
+
+def this_machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> Machine:
+    try:
+        return parse_cpuinfo(cpuinfo.read_text(errors="replace"))
+    except OSError:
+        return Machine(vendor="", family=None, model=None, name="")
+
+
+@dataclass
+class Cell:
+    direction: str
+    path: str
+    size: int
+    goal: float
+    values: list[float | None] = field(default_factory=list)  # C/EVP per run
+
+    @property
+    def runs_below(self) -> int:
+        """Runs in which the cell missed its goal (not measured counts)."""
+        return sum(1 for v in self.values if v is None or v < self.goal)
+
+    @property
+    def worst(self) -> float | None:
+        got = [v for v in self.values if v is not None]
+        return min(got) if len(got) == len(self.values) and got else None
+
+
+@dataclass
+class Verdict:
+    cells: list[Cell]
+    runs: int
+    machines: list[Machine | None]
+
+    @property
+    def judged(self) -> bool:
+        """Every run was taken on the goals' machine class."""
+        return bool(self.machines) and all(m is not None and m.is_zen4 for m in self.machines)
+
+    @property
+    def below(self) -> list[Cell]:
+        return [c for c in self.cells if c.runs_below]
+
+    @property
+    def met(self) -> bool:
+        return not self.below
+
+    def exit_code(self) -> int:
+        if not self.judged:
+            return 3
+        return 0 if self.met else 1
+
+
+def judge(
+    runs: Sequence[Iterable[Mapping[str, Any]]], machines: Sequence[Machine | None]
+) -> Verdict:
+    """Each run's result rows (bench's --json "results", or Row.as_json())
+    against the goals.  A row counts if it is GCM, AES-256, a wide path and
+    one of SIZES; a cell is met only if it is at or above its goal in every
+    run."""
+    cells = {
+        (d, p, s): Cell(d, p, s, goal)
+        for (d, p), goals in GOALS.items()
+        for s, goal in zip(SIZES, goals, strict=True)
+    }
+    for rows in runs:
+        got: dict[tuple[str, str, int], float | None] = {}
+        for r in rows:
+            if r.get("mode") != "gcm" or r.get("key_bits") != 256:
+                continue
+            key = (str(r.get("direction")), str(r.get("path")), int(r.get("size") or 0))
+            if key in cells:
+                v = r.get("c_vs_evp")
+                got[key] = float(v) if isinstance(v, (int, float)) else None
+        for key, cell in cells.items():
+            cell.values.append(got.get(key))
+    return Verdict(cells=list(cells.values()), runs=len(runs), machines=list(machines))
+
+
+def render(v: Verdict) -> list[str]:
+    """The goals table: the worst C/EVP over the runs per cell, "<goal"
+    after a cell below its goal (with k/n when below in only some runs)."""
+    head = f"C/EVP goals of issue 23 (the best public VAES GCM code on {GOAL_MACHINE}, {GOAL_OPENSSL} EVP)"
+    lines = [head + f", {v.runs} run(s):"]
+    for i, m in enumerate(v.machines, 1):
+        lines.append(f"  run {i}: {m.describe() if m else 'machine not recorded'}")
+    width = 13
+    lines.append("  " + "path       dir".ljust(15) + "".join(str(s).rjust(width) for s in SIZES))
+    for d in DIRECTIONS:
+        for p in PATHS:
+            row = [c for c in v.cells if c.direction == d and c.path == p]
+            txt = []
+            for c in row:
+                shown = min((x for x in c.values if x is not None), default=None)
+                t = "-" if shown is None else f"{shown:.2f}"
+                if shown is not None and c.runs_below and t == f"{c.goal:.2f}":
+                    t = f"{shown:.3f}"  # below, though it rounds to the goal
+                if c.runs_below:
+                    t += f"<{c.goal:.2f}"
+                    if 0 < c.runs_below < v.runs:
+                        t += f"({c.runs_below}/{v.runs})"
+                txt.append(t.rjust(width))
+            lines.append("  " + f"{p:<10} {d[:3]}".ljust(15) + "".join(txt))
+    n = len(v.cells)
+    summary = f"  {n - len(v.below)} of {n} cells at or above their goal in every run"
+    if not v.judged:
+        lines.append(
+            summary + f"; not a verdict: the goals were measured on {GOAL_MACHINE} "
+            "and not every run was taken there."
+        )
+    elif v.met:
+        lines.append(summary + ": MET.")
+    else:
+        lines.append(summary + f": NOT MET ({len(v.below)} below).")
+    return lines
+
+
+def _load_run(path: str) -> tuple[list[Mapping[str, Any]], Machine | None]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise GoalsError(f"{path}: {e.strerror or e}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise GoalsError(f"{path}: not JSON from 'vaescrypt.bench --json' ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        raise GoalsError(f"{path}: not the output of 'vaescrypt.bench --json' (no results list)")
+    rows = [r for r in data["results"] if isinstance(r, dict)]
+    return rows, Machine.from_json(data.get("machine"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m vaescrypt.bench_goals",
+        description="Judge vaescrypt.bench --json runs against issue 23's C/EVP goals.",
+    )
+    ap.add_argument("runs", nargs="+", help="files written by 'python -m vaescrypt.bench --json'")
+    opts = ap.parse_args(argv)
+    try:
+        loaded = [_load_run(p) for p in opts.runs]
+    except GoalsError as e:
+        print(f"vaescrypt.bench_goals: error: {e}", file=sys.stderr)
+        return 2
+    verdict = judge([rows for rows, _ in loaded], [m for _, m in loaded])
+    print("\n".join(render(verdict)))
+    return verdict.exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""`vaescrypt.bench_goals`: issue 23's C/EVP goals, the machine class they
+belong to, and the verdict over bench runs (made-up ratios: nothing here
+times anything)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vaescrypt import bench, bench_goals
+from vaescrypt.bench_goals import GOALS, SIZES, Machine, judge, parse_cpuinfo, render
+
+# The first lines of /proc/cpuinfo as Linux prints them (fields that matter).
+ZEN4_GENOA = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC 9R14 96-Core Processor
+stepping\t: 1
+
+processor\t: 1
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+"""
+ZEN3_MILAN = "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC 7R13 Processor\n"
+ZEN4_RAPHAEL = (
+    "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 97\nmodel name\t: AMD Ryzen 9 7950X\n"
+)
+ZEN5_TURIN = (
+    "vendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC 9R45\n"
+)
+INTEL_SPR = "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\nmodel name\t: Intel(R) Xeon(R) Platinum 8488C\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "zen4"),
+    [
+        (ZEN4_GENOA, True),
+        (ZEN4_RAPHAEL, True),
+        (ZEN3_MILAN, False),  # same family, a Zen 3 model
+        (ZEN5_TURIN, False),
+        (INTEL_SPR, False),
+        ("", False),
+        ("vendor_id : AuthenticAMD\ncpu family : 25\nmodel : x\n", False),  # unreadable model
+    ],
+)
+def test_machine_class(text: str, zen4: bool) -> None:
+    assert parse_cpuinfo(text).is_zen4 is zen4
+
+
+def test_first_processor_and_description() -> None:
+    m = parse_cpuinfo(ZEN4_GENOA)
+    assert (m.vendor, m.family, m.model) == ("AuthenticAMD", 0x19, 0x11)
+    assert m.describe() == "AMD EPYC 9R14 96-Core Processor (family 0x19, model 0x11: Zen 4)"
+    assert Machine.from_json(m.as_json()) == m
+    assert Machine.from_json(None) is None
+
+
+def test_this_hosts_cpuinfo_parses() -> None:
+    m = bench_goals.this_machine()
+    assert m.vendor in ("GenuineIntel", "AuthenticAMD") and isinstance(m.family, int)
+    assert bench_goals.this_machine(Path("/nonexistent/cpuinfo")).vendor == ""
+
+
+def test_goal_table_is_issue_23s() -> None:
+    assert SIZES == (16, 64, 256, 512, 1420, 4096, 16384, 65536)
+    assert len(GOALS) == 6 and all(len(g) == len(SIZES) for g in GOALS.values())
+    # two cells quoted from the issue's table, one per direction
+    assert GOALS["encrypt", "vaes_avx2"][SIZES.index(512)] == 3.44
+    assert GOALS["decrypt", "avx512"][SIZES.index(65536)] == 2.50
+
+
+def _rows(scale: float = 1.0, **override: float) -> list[dict[str, Any]]:
+    """A run with every cell at scale x its goal; override "dir/path/size"."""
+    rows = []
+    for (d, p), goals in GOALS.items():
+        for s, g in zip(SIZES, goals, strict=True):
+            v = override.get(f"{d}/{p}/{s}", g * scale)
+            rows.append(
+                {
+                    "mode": "gcm",
+                    "key_bits": 256,
+                    "direction": d,
+                    "path": p,
+                    "size": s,
+                    "c_vs_evp": v,
+                }
+            )
+    return rows
+
+
+ZEN4 = parse_cpuinfo(ZEN4_GENOA)
+INTEL = parse_cpuinfo(INTEL_SPR)
+
+
+def test_all_at_goal_is_met_on_zen4_only() -> None:
+    v = judge([_rows(), _rows(1.2)], [ZEN4, ZEN4])
+    assert v.met and v.judged and v.exit_code() == 0
+    assert render(v)[-1].endswith("48 of 48 cells at or above their goal in every run: MET.")
+    elsewhere = judge([_rows(), _rows()], [ZEN4, INTEL])  # one run elsewhere: no verdict
+    assert not elsewhere.judged and elsewhere.exit_code() == 3
+    assert "not a verdict" in render(elsewhere)[-1]
+
+
+def test_below_in_one_run_of_two_is_not_met() -> None:
+    key = "decrypt/vaes_avx2/1420"
+    v = judge([_rows(), _rows(**{key: 2.86})], [ZEN4, ZEN4])
+    assert not v.met and v.exit_code() == 1
+    (cell,) = v.below
+    assert (cell.direction, cell.path, cell.size, cell.runs_below, cell.worst) == (
+        "decrypt",
+        "vaes_avx2",
+        1420,
+        1,
+        2.86,
+    )
+    text = "\n".join(render(v))
+    assert "2.86<2.87(1/2)" in text and "47 of 48" in text and "NOT MET (1 below)" in text
+
+
+def test_a_value_that_rounds_to_its_goal_shows_it_is_below() -> None:
+    v = judge([_rows(**{"encrypt/avx10_256/65536": 2.1886})], [ZEN4])
+    assert "2.189<2.19" in "\n".join(render(v))
+
+
+def test_unmeasured_cells_and_other_rows() -> None:
+    rows = [r for r in _rows() if r["size"] != 16]
+    # rows of other modes, key sizes and paths do not count for a cell
+    rows += [
+        {
+            "mode": "cfb128",
+            "key_bits": 256,
+            "direction": "encrypt",
+            "path": "avx512",
+            "size": 16,
+            "c_vs_evp": 99.0,
+        },
+        {
+            "mode": "gcm",
+            "key_bits": 128,
+            "direction": "encrypt",
+            "path": "avx512",
+            "size": 16,
+            "c_vs_evp": 99.0,
+        },
+        {
+            "mode": "gcm",
+            "key_bits": 256,
+            "direction": "encrypt",
+            "path": "aesni",
+            "size": 16,
+            "c_vs_evp": 99.0,
+        },
+    ]
+    v = judge([rows], [ZEN4])
+    assert len(v.below) == 6 and {c.size for c in v.below} == {16}
+    assert all(c.worst is None for c in v.below)
+    assert v.exit_code() == 1
+
+
+def _write(tmp_path: Path, name: str, rows: list[dict[str, Any]], machine: Machine | None) -> str:
+    data: dict[str, Any] = {"results": rows}
+    if machine is not None:
+        data["machine"] = machine.as_json()
+    p = tmp_path / name
+    p.write_text(json.dumps(data))
+    return str(p)
+
+
+def _goals_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "vaescrypt.bench_goals", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_cli_exit_codes(tmp_path: Path) -> None:
+    ok = _write(tmp_path, "ok.json", _rows(), ZEN4)
+    low = _write(tmp_path, "low.json", _rows(0.9), ZEN4)
+    intel = _write(tmp_path, "intel.json", _rows(), INTEL)
+    old = _write(tmp_path, "old.json", _rows(), None)  # a run from before "machine" was recorded
+    assert _goals_cli(ok, ok).returncode == 0
+    r = _goals_cli(ok, low)
+    assert r.returncode == 1 and "NOT MET (48 below)" in r.stdout
+    assert _goals_cli(ok, intel).returncode == 3
+    r = _goals_cli(old)
+    assert r.returncode == 3 and "machine not recorded" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "No such file"),
+        ("not json", "not JSON from 'vaescrypt.bench --json'"),
+        ('{"rows": []}', "no results list"),
+        ("[1, 2]", "no results list"),
+    ],
+)
+def test_cli_bad_input_one_line_exit_2(tmp_path: Path, content: str | None, message: str) -> None:
+    p = tmp_path / "run.json"
+    if content is not None:
+        p.write_text(content)
+    r = _goals_cli(str(p))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bench_table_carries_the_goals_only_for_their_cells() -> None:
+    meta = {"openssl": "OpenSSL 3.0.19", "pinned_cpu": 1, "rounds": 5, "seconds_per_point": 0.3}
+    gcm = bench.Row("gcm", "decrypt", "vaes_avx2", 256, 4096, False, 10000.0, 4000.0, None, None)
+    text = bench.render_table([gcm], {**meta, "machine": ZEN4.as_json()})
+    assert "C/EVP goals of issue 23" in text
+    assert "2.50<" not in text  # 10000/4000 = 2.50 >= 2.42 at 4096 B
+    assert "1 run(s)" in text and "(family 0x19, model 0x11: Zen 4)" in text
+    cfb = bench.Row("cfb128", "decrypt", "vaes_avx2", 256, 4096, False, 10000.0, 4000.0, None, None)
+    assert "C/EVP goals" not in bench.render_table([cfb], meta)
