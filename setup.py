@@ -48,15 +48,18 @@ bi = _load("_vaescrypt_buildinfo", ROOT / "src" / "vaescrypt" / "_buildinfo.py")
 def _cffi_builder(module: str, cdef: str, headers: list[str], incs: list[Path]) -> FFI:
     builder = FFI()
     builder.cdef(cdef)
-    builder.set_source(module, "".join(f'#include "{h}"\n' for h in headers),
-                       include_dirs=[str(d) for d in incs])
+    builder.set_source(
+        module, "".join(f'#include "{h}"\n' for h in headers), include_dirs=[str(d) for d in incs]
+    )
     return builder
 
 
-ffibuilder = _cffi_builder("vaescrypt._native", bi.read_cdef(ROOT),
-                           ["vaescrypt.h"], bi.include_dirs(ROOT))
-benchbuilder = _cffi_builder("vaescrypt._bench", bi.read_bench_cdef(ROOT),
-                             ["vc_bench.h"], bi.bench_include_dirs(ROOT))
+ffibuilder = _cffi_builder(
+    "vaescrypt._native", bi.read_cdef(ROOT), ["vaescrypt.h"], bi.include_dirs(ROOT)
+)
+benchbuilder = _cffi_builder(
+    "vaescrypt._bench", bi.read_bench_cdef(ROOT), ["vc_bench.h"], bi.bench_include_dirs(ROOT)
+)
 
 fastcall = Extension(
     "vaescrypt._fastcall",

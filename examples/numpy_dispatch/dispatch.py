@@ -27,7 +27,9 @@ def main() -> None:
     y = np.sqrt(x + 1.0) * np.exp(-x)
     k = (np.arange(20000, dtype=np.int64) * 2654435761 % 1000003).astype(np.int32)
     s = np.sort(k)
-    print(f"{float(y.sum(dtype=np.float64)):.6f} {int(s[::997].sum())} {bool((s[1:] >= s[:-1]).all())}")
+    print(
+        f"{float(y.sum(dtype=np.float64)):.6f} {int(s[::997].sum())} {bool((s[1:] >= s[:-1]).all())}"
+    )
 
 
 if __name__ == "__main__":
