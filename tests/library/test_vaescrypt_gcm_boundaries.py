@@ -130,3 +130,30 @@ def test_whole_loop_messages_every_tag_length(impl: str) -> None:
                     ours._key, nonce, 12, aad, aad_len, p, p, n, bytes(tbuf), tag_len
                 )
                 assert (st, bytes(buf)) == ((0, pt) if good else (lib.VC_ERR_AUTH, bytes(n))), where
+
+
+@pytest.mark.parametrize("impl", vaescrypt.available("gcm"))
+def test_stream_call_starting_at_every_counter_low_byte(impl: str) -> None:
+    """A call that starts at each of the 256 low bytes of the counter, 2 KiB
+    long, so it crosses the low byte's wrap (the main loop's slow counter
+    path) from every phase.  The wide tiers step the counters by adding to
+    byte 15 while no block of a batch carries out of it; the ymm tiers then
+    rebuild the exact form from lane 0 (VC_CTR_LANE0), whose neighbours
+    may have carried out: one-shot messages with a 12-byte IV never start
+    a batch there (their low bytes run 2, 18, ...), a stream can."""
+    r = random.Random(f"boundaries-ctr-phase-{impl}")
+    key, nonce, aad = r.randbytes(32), r.randbytes(12), r.randbytes(20)
+    g, ref = vaescrypt.AESGCM(key, impl=impl), RefGCM(key)
+    # first data counter = 2: a lead of n blocks starts the second call at
+    # low byte 2 + n (mod 256)
+    pt = r.randbytes(256 * 16 + 2048)
+    blob = ref.encrypt(nonce, pt, aad)
+    for lead in range(256):
+        cut = lead * 16
+        end = cut + 2048
+        if vaescrypt.path_usable("gcm", "encrypt", impl):
+            e = g.encryptor(nonce, aad)
+            assert e.update(pt[:cut]) + e.update(pt[cut:end]) == blob[:end], (impl, lead)
+        if vaescrypt.path_usable("gcm", "decrypt", impl):
+            d = g.decryptor(nonce, aad)
+            assert d.update(blob[:cut]) + d.update(blob[cut:end]) == pt[:end], (impl, lead)
