@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+from _run_module import run_module
 
 import vaescrypt
 from vaescrypt import bench, bench_goals
@@ -37,13 +37,7 @@ RATES = {128: 8e9, 256: 16e9, 512: 15e9}  # lane-rounds/s: ymm reads highest her
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vaescrypt.bench", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_module("vaescrypt.bench", *args)
 
 
 def _row(

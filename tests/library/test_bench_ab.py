@@ -12,10 +12,10 @@ import json
 import math
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _run_module import run_module
 
 import vaescrypt
 from vaescrypt import bench, bench_ab
@@ -36,13 +36,7 @@ def _two_copies(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vaescrypt.bench_ab", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return run_module("vaescrypt.bench_ab", *args)
 
 
 def test_median_change_is_the_median_of_pairwise_ratios() -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _run_module import run_module
 
 from vaescrypt import bench, bench_goals
 from vaescrypt.bench_goals import GOALS, SIZES, Machine, judge, parse_cpuinfo, render
@@ -174,13 +174,7 @@ def _write(tmp_path: Path, name: str, rows: list[dict[str, Any]], machine: Machi
 
 
 def _goals_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "vaescrypt.bench_goals", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_module("vaescrypt.bench_goals", *args, timeout=60)
 
 
 def test_cli_exit_codes(tmp_path: Path) -> None:
