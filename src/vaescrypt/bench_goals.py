@@ -185,8 +185,10 @@ def judge(
 ) -> Verdict:
     """Each run's result rows (bench's --json "results", or Row.as_json())
     against the goals.  A row counts if it is GCM, AES-256, a wide path and
-    one of SIZES; a cell is met only if it is at or above its goal in every
-    run."""
+    one of SIZES, and was measured in the quiet state (bench marks a point
+    none of whose rounds was quiet with "quiet": false: its ratio is from
+    the host's slow state and does not count); a cell is met only if it is
+    at or above its goal in every run."""
     cells = {
         (d, p, s): Cell(d, p, s, goal)
         for (d, p), goals in GOALS.items()
@@ -197,10 +199,15 @@ def judge(
         for r in rows:
             if r.get("mode") != "gcm" or r.get("key_bits") != 256:
                 continue
-            key = (str(r.get("direction")), str(r.get("path")), int(r.get("size") or 0))
-            if key in cells:
-                v = r.get("c_vs_evp")
-                got[key] = float(v) if isinstance(v, (int, float)) else None
+            d, p, size = r.get("direction"), r.get("path"), r.get("size")
+            if not (isinstance(d, str) and isinstance(p, str) and type(size) is int):
+                continue  # not a row of bench's making
+            key = (d, p, size)
+            if key not in cells:
+                continue
+            v = r.get("c_vs_evp")
+            quiet = r.get("quiet", True) is not False
+            got[key] = float(v) if quiet and isinstance(v, (int, float)) else None
         for key, cell in cells.items():
             cell.values.append(got.get(key))
     return Verdict(cells=list(cells.values()), runs=len(runs), machines=list(machines))

@@ -217,3 +217,27 @@ def test_bench_table_carries_the_goals_only_for_their_cells() -> None:
     assert "1 run(s)" in text and "(family 0x19, model 0x11: Zen 4)" in text
     cfb = bench.Row("cfb128", "decrypt", "vaes_avx2", 256, 4096, False, 10000.0, 4000.0, None, None)
     assert "C/EVP goals" not in bench.render_table([cfb], meta)
+
+
+def test_rows_from_the_slow_state_or_of_other_types_do_not_count() -> None:
+    rows = _rows()
+    for r in rows:
+        if r["size"] == 512 and r["path"] == "avx512":
+            r["quiet"] = False  # bench: no round of this point was quiet
+    rows.append(
+        {"mode": "gcm", "key_bits": 256, "direction": "encrypt", "path": "avx512", "size": "x"}
+    )
+    rows.append(
+        {"mode": "gcm", "key_bits": 256, "direction": ["encrypt"], "path": None, "size": 16}
+    )
+    v = judge([rows], [ZEN4])
+    assert {(c.direction, c.path, c.size) for c in v.below} == {
+        ("encrypt", "avx512", 512),
+        ("decrypt", "avx512", 512),
+    }
+
+
+def test_cli_takes_odd_rows_without_a_traceback(tmp_path: Path) -> None:
+    rows: list[Any] = [*_rows(), {"size": "x", "mode": "gcm", "key_bits": 256}, "not a row", 3]
+    r = _goals_cli(_write(tmp_path, "odd.json", rows, ZEN4))
+    assert r.returncode == 0 and "48 of 48" in r.stdout and r.stderr == ""
