@@ -29,7 +29,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +61,12 @@ class GoalsError(Exception):
 
 @dataclass(frozen=True)
 class Machine:
+    """A CPU's identity as the dispatcher reads it from CPUID (display
+    family and model: the extended fields folded in)."""
+
     vendor: str
     family: int | None
     model: int | None
-    name: str
 
     @property
     def is_zen4(self) -> bool:
@@ -79,15 +81,10 @@ class Machine:
         fam = f"{self.family:#x}" if self.family is not None else "?"
         mod = f"{self.model:#x}" if self.model is not None else "?"
         what = "Zen 4" if self.is_zen4 else "not Zen 4"
-        return f"{self.name or self.vendor or 'unknown CPU'} (family {fam}, model {mod}: {what})"
+        return f"{self.vendor or 'unknown vendor'} family {fam}, model {mod} ({what})"
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "vendor": self.vendor,
-            "family": self.family,
-            "model": self.model,
-            "name": self.name,
-        }
+        return asdict(self)
 
     @staticmethod
     def from_json(d: Mapping[str, Any] | None) -> Machine | None:
@@ -98,42 +95,16 @@ class Machine:
             vendor=str(d.get("vendor") or ""),
             family=fam if isinstance(fam, int) else None,
             model=mod if isinstance(mod, int) else None,
-            name=str(d.get("name") or ""),
         )
 
 
-def parse_cpuinfo(text: str) -> Machine:
-    """The first processor's vendor, family, model and name from the text
-    of /proc/cpuinfo (fields missing or unreadable stay unknown)."""
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if fields:
-                break  # the first processor's block is enough
-            continue
-        key, sep, value = line.partition(":")
-        if sep:
-            fields.setdefault(key.strip(), value.strip())
+def this_machine() -> Machine:
+    """The CPU this process runs on (vaescrypt.cpu_info(): the dispatcher's
+    own CPUID reading)."""
+    from vaescrypt._dispatch import cpu_info
 
-    def num(key: str) -> int | None:
-        try:
-            return int(fields[key], 0)
-        except (KeyError, ValueError):
-            return None
-
-    return Machine(
-        vendor=fields.get("vendor_id", ""),
-        family=num("cpu family"),
-        model=num("model"),
-        name=fields.get("model name", ""),
-    )
-
-
-def this_machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> Machine:
-    try:
-        return parse_cpuinfo(cpuinfo.read_text(errors="replace"))
-    except OSError:
-        return Machine(vendor="", family=None, model=None, name="")
+    info = cpu_info()
+    return Machine(vendor=info.vendor, family=info.family, model=info.model)
 
 
 @dataclass
@@ -160,6 +131,7 @@ class Verdict:
     cells: list[Cell]
     runs: int
     machines: list[Machine | None]
+    matched: bool  # some row was one of the goal cells (quiet or not)
 
     @property
     def judged(self) -> bool:
@@ -194,6 +166,7 @@ def judge(
         for (d, p), goals in GOALS.items()
         for s, goal in zip(SIZES, goals, strict=True)
     }
+    matched = False
     for rows in runs:
         got: dict[tuple[str, str, int], float | None] = {}
         for r in rows:
@@ -205,12 +178,15 @@ def judge(
             key = (d, p, size)
             if key not in cells:
                 continue
+            matched = True
             v = r.get("c_vs_evp")
             quiet = r.get("quiet", True) is not False
             got[key] = float(v) if quiet and isinstance(v, (int, float)) else None
         for key, cell in cells.items():
             cell.values.append(got.get(key))
-    return Verdict(cells=list(cells.values()), runs=len(runs), machines=list(machines))
+    return Verdict(
+        cells=list(cells.values()), runs=len(runs), machines=list(machines), matched=matched
+    )
 
 
 def render(v: Verdict) -> list[str]:
