@@ -835,7 +835,7 @@ static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_k
      * low byte is n8 < 256).  One vector add and one register fewer live
      * across the loop: in-process A/B on a Sapphire Rapids class Xeon
      * (three processes, 9 pairs): avx10_256 +0.2 to +1.6 % at 512 B-64 KiB
-     * (512 B encrypt -0.5 %), vaes_avx2 decrypt +2.9 to +4.5 % at
+     * (512 B encrypt -0.5 to -0.6 %), vaes_avx2 decrypt +2.9 to +4.5 % at
      * 1420-4096 B and +0.2 to +0.5 % at 16-64 KiB, encrypt +2.6 to +3.5 %
      * at 4096 B, level at 16-64 KiB, 512 B encrypt -0.8 to -0.9 %.
      * avx512 measured level and its GCM text grew 56 B by register
