@@ -467,6 +467,14 @@ static inline __attribute__((always_inline)) int one_shot(const vc_gcm_key *k, i
         if (len > t->whole_min && t->gcm_whole && (len & (t->whole_step[dir] - 1)) == 0)
             return t->gcm_whole(&k->aes, k->ghk[dir], iv, aad, aad_len, in, out, len, tag_io,
                                 tag_len, dir == VC_DIR_ENCRYPT);
+        if (t->gcm_oneshot_short && len <= t->short_max) {
+            if (t->tiny && len <= t->tiny_max)
+                return t->tiny->gcm_oneshot(&k->aes, k->ghk[dir], iv, aad, aad_len, in, out, len,
+                                            tag_io, tag_len, dir == VC_DIR_ENCRYPT);
+            if ((aad_len + 15) / 16 + (len + 15) / 16 + 1 <= t->short_powers)
+                return t->gcm_oneshot_short(&k->aes, k->ghk[dir], iv, aad, aad_len, in, out, len,
+                                            tag_io, tag_len, dir == VC_DIR_ENCRYPT);
+        }
         return t->gcm_oneshot(&k->aes, k->ghk[dir], iv, aad, aad_len, in, out, len, tag_io,
                               tag_len, dir == VC_DIR_ENCRYPT);
     }

@@ -1459,35 +1459,12 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
 #if VC_OS_V > VC_SHORT_V
 /* A tier with two groups keeps a one-group instance for the messages one
  * group holds (most short ones): the two-group code's extra live ranges
- * and unrolled vectors cost a 16-64 byte message ~4 ns (Zen 4).  Both are
- * out of line and the entry point only picks one (two tail calls): with an
- * instance inlined into it, its prologue ran before the choice, for both. */
+ * and unrolled vectors cost a 16-64 byte message ~4 ns (Zen 4).  The
+ * front-end picks the instance (vc_tier.gcm_oneshot_short, short_max,
+ * short_powers; see os_fits), so neither runs the other's prologue. */
 VC_ONESHOT_INSTANCE(gcm_oneshot_short, VC_SHORT_V)
-VC_ONESHOT_INSTANCE(gcm_oneshot_two, VC_OS_V)
-
-static VC_NOINL int VC_NAME(gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key *g,
-                                         const uint8_t iv[12], const uint8_t *aad, size_t aad_len,
-                                         const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,
-                                         size_t tag_len, int enc)
-{
-#ifdef VC_TINY_TIER
-    /* A message of one ymm vector goes to that tier's pass (same key
-     * schedule, same power table layout, the same ISA list): one block's
-     * AES is a latency chain, and a 512-bit VAESENC on Zen 4 (two 256-bit
-     * halves) is slower per round than a 256-bit one.  In-process A/B on
-     * Zen 4: +9 to +11 % at 16 B and +5 to +9 % at 32 B, both directions,
-     * for -2 to -3 % at 48-128 B encrypt (the extra test; routing up to
-     * 64 B measured level at 48-64 B encrypt, -3 % decrypt). */
-    if (len <= 32)
-        return VC_TINY_TIER.gcm_oneshot(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc);
 #endif
-    if (len <= VC_SHORT_BYTES && VC_NAME(os_fits)(aad_len, len))
-        return VC_NAME(gcm_oneshot_short)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc);
-    return VC_NAME(gcm_oneshot_two)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc);
-}
-#else
 VC_ONESHOT_INSTANCE(gcm_oneshot, VC_OS_V)
-#endif
 
 /* A long message the main loop takes whole, on the VC_DBL (ymm) tiers
  * (vc_tier.gcm_whole, whole_min = VC_OS_BYTES): every decryption longer
