@@ -51,6 +51,25 @@ typedef struct vc_ghash_key {
 
 /* One ISA tier.  A NULL member means "not provided by this tier"; the
  * front-end then refuses the path for that mode (see vc_tier_for). */
+/* One direction of a GCM key, as the one-shot calls take it: the AES
+ * schedule, that direction's GHASH table, and which direction.  Kept in the
+ * key object (filled when it is made), so that a one-shot call takes the
+ * public functions' arguments with this in the key's place (see
+ * vc_gcm_oneshot_fn). */
+typedef struct vc_gcm_dir {
+    const vc_aes_key *aes;
+    const vc_ghash_key *g;
+    int enc; /* 1: encrypt, 0: decrypt */
+} vc_gcm_dir;
+
+/* A whole GCM message with a 12-byte IV in one call: see vc_tier.gcm_oneshot.
+ * The arguments sit where vc_gcm_encrypt's and vc_gcm_decrypt's do (iv_len
+ * is always 12 here and unused), so the front-end reaches the tier by a
+ * jump with the caller's registers and stack arguments as they are. */
+typedef int vc_gcm_oneshot_fn(const vc_gcm_dir *d, const uint8_t iv[12], size_t iv_len,
+                              const uint8_t *aad, size_t aad_len, const uint8_t *in,
+                              uint8_t *out, size_t len, uint8_t *tag, size_t tag_len);
+
 typedef struct vc_tier {
     vc_path path;
     /* AES key expansion into k (rk, rounds, key_bits, and whatever private
@@ -84,9 +103,7 @@ typedef struct vc_tier {
      * returns VC_OK with the plaintext in out iff the first tag_len bytes of
      * the tag match (compared in constant time), else VC_ERR_AUTH with out
      * zeroed.  in == out is allowed.  NULL: gcm.c runs the general path. */
-    int (*gcm_oneshot)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t iv[12],
-                       const uint8_t *aad, size_t aad_len, const uint8_t *in, uint8_t *out,
-                       size_t len, uint8_t *tag, size_t tag_len, int enc);
+    vc_gcm_oneshot_fn *gcm_oneshot;
     /* Optional (NULL: gcm_oneshot takes every length): gcm_oneshot's route
      * for a message the main loop takes whole, called by the front-end in
      * its place (same contract) when len > whole_min and len is a multiple
@@ -95,9 +112,7 @@ typedef struct vc_tier {
      * NULL, which is tested next).  Chosen before the call, not
      * inside gcm_oneshot: that function's prologue and register set-up,
      * sized for its short-message pass, then cost these messages nothing. */
-    int (*gcm_whole)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t iv[12],
-                     const uint8_t *aad, size_t aad_len, const uint8_t *in, uint8_t *out,
-                     size_t len, uint8_t *tag, size_t tag_len, int enc);
+    vc_gcm_oneshot_fn *gcm_whole;
     size_t whole_min;
     size_t whole_step[2]; /* by vc_dir: encrypt, decrypt */
     /* Optional (NULL / 0: gcm_oneshot takes these lengths too), tested by
@@ -108,19 +123,13 @@ typedef struct vc_tier {
      * - len <= short_max and (aad_len + 15) / 16 + (len + 15) / 16 + 1 <=
      *   short_powers: gcm_oneshot_short, an instance of the pass for the
      *   messages one hash group holds (fewer live vectors than gcm_oneshot).
-     * Same contract as gcm_oneshot.  Chosen here rather than in a routing
-     * function of the tier: GCC's sibling calls from one reloaded and
-     * re-stored the five stack arguments, 20-35 instructions per call.
-     * In-process A/B (Sapphire Rapids class, AES-256, three processes, 9
-     * pairs): avx512 +4.4 to +6.4 % at 48-64 B, +0.7 to +3.6 % at 128-256 B,
-     * decrypt 16 B +1.6 to +2.3 % (encrypt -0.5 %); the ymm tiers, which
-     * now load and test one more field, -1 to -1.5 % at 16-48 B; 165 B
-     * less avx512 GCM text. */
+     * Same contract as gcm_oneshot.  Chosen in the front-end rather than
+     * in a routing function of the tier: GCC's sibling calls from one
+     * reloaded and re-stored every stack argument, 20-35 instructions per
+     * call (measured gain: see one_shot in gcm.c). */
     const struct vc_tier *tiny;
     size_t tiny_max;
-    int (*gcm_oneshot_short)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t iv[12],
-                             const uint8_t *aad, size_t aad_len, const uint8_t *in, uint8_t *out,
-                             size_t len, uint8_t *tag, size_t tag_len, int enc);
+    vc_gcm_oneshot_fn *gcm_oneshot_short;
     size_t short_max;
     size_t short_powers;
 

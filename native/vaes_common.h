@@ -1447,13 +1447,13 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
 
 /* An out-of-line instance of the pass for up to ov vectors. */
 #define VC_ONESHOT_INSTANCE(name, ov)                                                              \
-    static VC_NOINL int VC_NAME(name)(const vc_aes_key *k, const vc_ghash_key *g,                  \
-                                      const uint8_t iv[12], const uint8_t *aad, size_t aad_len,    \
-                                      const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,   \
-                                      size_t tag_len, int enc)                                     \
+    static VC_NOINL int VC_NAME(name)(const vc_gcm_dir *d, const uint8_t iv[12], size_t iv_len,    \
+                                      const uint8_t *aad, size_t aad_len, const uint8_t *in,       \
+                                      uint8_t *out, size_t len, uint8_t *tag, size_t tag_len)      \
     {                                                                                              \
-        return VC_NAME(oneshot_core)(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc,      \
-                                     (ov));                                                        \
+        (void)iv_len;                                                                              \
+        return VC_NAME(oneshot_core)(d->aes, d->g, iv, aad, aad_len, in, out, len, tag, tag_len,   \
+                                     d->enc, (ov));                                                \
     }
 
 #if VC_OS_V > VC_SHORT_V
@@ -1489,11 +1489,14 @@ VC_ONESHOT_INSTANCE(gcm_oneshot, VC_OS_V)
  * (the tag check then waits for an E(J0) that the loop's AES delays). */
 #ifdef VC_DBL
 #define VC_WHOLE_STEP_ENC (2 * VC_BATCH) /* whole VC_DBL steps */
-static VC_NOINL int VC_NAME(gcm_whole)(const vc_aes_key *k, const vc_ghash_key *g,
-                                       const uint8_t iv[12], const uint8_t *aad, size_t aad_len,
-                                       const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,
-                                       size_t tag_len, int enc)
+static VC_NOINL int VC_NAME(gcm_whole)(const vc_gcm_dir *d, const uint8_t iv[12], size_t iv_len,
+                                       const uint8_t *aad, size_t aad_len, const uint8_t *in,
+                                       uint8_t *out, size_t len, uint8_t *tag, size_t tag_len)
 {
+    (void)iv_len;
+    const vc_aes_key *k = d->aes;
+    const vc_ghash_key *g = d->g;
+    const int enc = d->enc;
     const unsigned nr = k->rounds;
     const vc_v bs = v_bswap_mask();
     const __m128i j0 = VC_NAME(j0)(iv);

@@ -45,22 +45,22 @@ static void vc_avx10_256_fault_gcm_dec(const vc_aes_key *k, const vc_ghash_key *
     real_tier->gcm_dec(k, g, ctr, X, in, out, len);
 }
 
-static int vc_avx10_256_fault_gcm_oneshot(const vc_aes_key *k, const vc_ghash_key *g,
-                                          const uint8_t iv[12], const uint8_t *aad,
-                                          size_t aad_len, const uint8_t *in, uint8_t *out,
-                                          size_t len, uint8_t *tag, size_t tag_len, int enc)
+static int vc_avx10_256_fault_gcm_oneshot(const vc_gcm_dir *d, const uint8_t iv[12],
+                                          size_t iv_len, const uint8_t *aad, size_t aad_len,
+                                          const uint8_t *in, uint8_t *out, size_t len,
+                                          uint8_t *tag, size_t tag_len)
 {
     vc_avx10_256_fault_zmm();
-    return real_tier->gcm_oneshot(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc);
+    return real_tier->gcm_oneshot(d, iv, iv_len, aad, aad_len, in, out, len, tag, tag_len);
 }
 
-static int vc_avx10_256_fault_gcm_whole(const vc_aes_key *k, const vc_ghash_key *g,
-                                        const uint8_t iv[12], const uint8_t *aad, size_t aad_len,
-                                        const uint8_t *in, uint8_t *out, size_t len, uint8_t *tag,
-                                        size_t tag_len, int enc)
+static int vc_avx10_256_fault_gcm_whole(const vc_gcm_dir *d, const uint8_t iv[12],
+                                        size_t iv_len, const uint8_t *aad, size_t aad_len,
+                                        const uint8_t *in, uint8_t *out, size_t len,
+                                        uint8_t *tag, size_t tag_len)
 {
     vc_avx10_256_fault_zmm();
-    return real_tier->gcm_whole(k, g, iv, aad, aad_len, in, out, len, tag, tag_len, enc);
+    return real_tier->gcm_whole(d, iv, iv_len, aad, aad_len, in, out, len, tag, tag_len);
 }
 
 static void make_tier(void)
