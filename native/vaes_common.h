@@ -1517,11 +1517,38 @@ static VC_NOINL int VC_NAME(gcm_whole)(const vc_gcm_dir *d, const uint8_t iv[12]
     }
     vc_v S = v_lane0_x(VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, len, 0, NULL));
     vc_secure_zero(X, sizeof X);
-    /* E(J0), keys straight from the schedule, beside the last multiply. */
-    __m128i e = _mm_xor_si128(j0, _mm_load_si128((const __m128i *)(const void *)k->rk[0]));
-    for (unsigned i = 1; i < nr; i++)
-        e = _mm_aesenc_si128(e, _mm_load_si128((const __m128i *)(const void *)k->rk[i]));
-    e = _mm_aesenclast_si128(e, _mm_load_si128((const __m128i *)(const void *)k->rk[nr]));
+    /* E(J0), keys straight from the schedule (memory operands), beside the
+     * last multiply.  Unrolled: a loop over the rounds added 3
+     * instructions per round to a serial chain.  In-process A/B (Sapphire
+     * Rapids class, AES-256, three processes, 9 pairs), decrypt: avx10_256
+     * +1.5 to +3.3 % at 288-1024 B, vaes_avx2 +0.8 to +3 % at 288-1024 B,
+     * level from 1420 B and for encryption; +115 / +57 B of GCM text. */
+#define VC_RK(i) _mm_load_si128((const __m128i *)(const void *)k->rk[i])
+    __m128i e = _mm_xor_si128(j0, VC_RK(0));
+    if (nr > 10) {
+        e = _mm_aesenc_si128(e, VC_RK(1));
+        e = _mm_aesenc_si128(e, VC_RK(2));
+        if (nr > 12) {
+            e = _mm_aesenc_si128(e, VC_RK(3));
+            e = _mm_aesenc_si128(e, VC_RK(4));
+        }
+    }
+    {
+        const uint8_t *kq = k->rk[nr - 9];
+#define VC_KQ(i) _mm_load_si128((const __m128i *)(const void *)(kq + 16 * (i)))
+        e = _mm_aesenc_si128(e, VC_KQ(0));
+        e = _mm_aesenc_si128(e, VC_KQ(1));
+        e = _mm_aesenc_si128(e, VC_KQ(2));
+        e = _mm_aesenc_si128(e, VC_KQ(3));
+        e = _mm_aesenc_si128(e, VC_KQ(4));
+        e = _mm_aesenc_si128(e, VC_KQ(5));
+        e = _mm_aesenc_si128(e, VC_KQ(6));
+        e = _mm_aesenc_si128(e, VC_KQ(7));
+        e = _mm_aesenc_si128(e, VC_KQ(8));
+        e = _mm_aesenclast_si128(e, VC_KQ(9));
+#undef VC_KQ
+    }
+#undef VC_RK
     VC_NAME(acc) a = {v_zero(), v_zero(), v_zero()};
     VC_NAME(mul_k1)(&a, v_xor(v_shuf8(S, bs), v_lane0_x(lb)), g);
     S = VC_NAME(finish)(&a);
