@@ -398,7 +398,8 @@ static void ctx_tag(gcm_ctx *c, uint8_t full_tag[16])
  * function, its prologue saved six callee-saved registers and reloaded the
  * five stack arguments for the general path's sake on every call, and the
  * public functions re-pushed their arguments to call it: about 100
- * instructions before the tier's first, now about 60.  In-process A/B
+ * instructions of the front-end's own per call, 76 after this split (gdb
+ * stepi, vaes_avx2, 16 B; see one_shot for the call itself).  In-process A/B
  * (Sapphire Rapids class, AES-256, three processes, 9 pairs): at 16 B
  * +4 to +6 % on the three wide paths (avx10_256 encrypt +1.4 %); at 64 B
  * vaes_avx2 +4.5 to +5.2 %, the others +0.3 to +4 %; at 512 B decrypt

@@ -49,8 +49,6 @@ typedef struct vc_ghash_key {
     alignas(16) uint8_t h[16];
 } vc_ghash_key;
 
-/* One ISA tier.  A NULL member means "not provided by this tier"; the
- * front-end then refuses the path for that mode (see vc_tier_for). */
 /* One direction of a GCM key, as the one-shot calls take it: the AES
  * schedule, that direction's GHASH table, and which direction.  Kept in the
  * key object (filled when it is made), so that a one-shot call takes the
@@ -70,6 +68,8 @@ typedef int vc_gcm_oneshot_fn(const vc_gcm_dir *d, const uint8_t iv[12], size_t 
                               const uint8_t *aad, size_t aad_len, const uint8_t *in,
                               uint8_t *out, size_t len, uint8_t *tag, size_t tag_len);
 
+/* One ISA tier.  A NULL member means "not provided by this tier"; the
+ * front-end then refuses the path for that mode (see vc_tier_for). */
 typedef struct vc_tier {
     vc_path path;
     /* AES key expansion into k (rk, rounds, key_bits, and whatever private
@@ -99,10 +99,11 @@ typedef struct vc_tier {
      * call: AAD, CTR + GHASH over len bytes of in -> out, the length block
      * and E(J0).  The front-end has checked every argument and limit
      * (tag_len is 4, 8 or 12..16; with a 12-byte IV the counter never
-     * wraps).  enc: writes out and tag[0..tag_len), returns VC_OK.  dec:
-     * returns VC_OK with the plaintext in out iff the first tag_len bytes of
-     * the tag match (compared in constant time), else VC_ERR_AUTH with out
-     * zeroed.  in == out is allowed.  NULL: gcm.c runs the general path. */
+     * wraps).  Encryption (d->enc): writes out and tag[0..tag_len),
+     * returns VC_OK.  Decryption: returns VC_OK with the plaintext in out
+     * iff the first tag_len bytes of the tag match (compared in constant
+     * time), else VC_ERR_AUTH with out zeroed.  in == out is allowed.
+     * NULL: gcm.c runs the general path. */
     vc_gcm_oneshot_fn *gcm_oneshot;
     /* Optional (NULL: gcm_oneshot takes every length): gcm_oneshot's route
      * for a message the main loop takes whole, called by the front-end in
