@@ -86,6 +86,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vaescrypt import bench_goals
+from vaescrypt._cli import BenchError, run_cli
 
 # Odd sizes (63, 200, 300, 500, 4095) exercise the partial-block tails.
 DEFAULT_SIZES: tuple[int, ...] = (
@@ -115,10 +116,6 @@ AES_ROUNDS: dict[int, int] = {128: 10, 192: 12, 256: 14}
 ISSUE_WIDTHS: tuple[int, ...] = (128, 256, 512)
 # The widest AES instruction each path may execute; generic uses none.
 PATH_AES_WIDTH: dict[str, int] = {"aesni": 128, "vaes_avx2": 256, "avx10_256": 256, "avx512": 512}
-
-
-class BenchError(Exception):
-    """A bad option or an environment problem: reported as one line."""
 
 
 @dataclass
@@ -1210,39 +1207,6 @@ def roof_legend(meta: dict[str, Any]) -> list[str]:
     ]
 
 
-def _goals_json(v: bench_goals.Verdict | None) -> dict[str, Any] | None:
-    if v is None:
-        return None
-    return {
-        "judged": v.judged,
-        "met": v.met,
-        "below": [
-            {
-                "direction": c.direction,
-                "path": c.path,
-                "size": c.size,
-                "goal": c.goal,
-                "c_vs_evp": c.worst,
-            }
-            for c in v.below
-        ],
-    }
-
-
-def run_cli(prog: str, body: Callable[[], int]) -> int:
-    """body() under the commands' error contract (vaescrypt.bench and
-    vaescrypt.bench_ab): a BenchError is one line on stderr and exit 2,
-    Ctrl-C is exit 130."""
-    try:
-        return body()
-    except BenchError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     return run_cli("vaescrypt.bench", lambda: _main(argv))
 
@@ -1252,13 +1216,14 @@ def _main(argv: Sequence[str] | None) -> int:
     rows, meta = measure(opts)
     violations = roof_violations(rows)
     if opts.as_json:
+        goals = goals_verdict(rows, meta)
         print(
             json.dumps(
                 {
                     **meta,
                     "results": [r.as_json() for r in rows],
                     "targets": check_targets(rows),
-                    "goals": _goals_json(goals_verdict(rows, meta)),
+                    "goals": goals.as_json() if goals else None,
                     "roof_violations": violations,
                 },
                 indent=2,

@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vaescrypt._cli import BenchError, run_cli
+
 SIZES: tuple[int, ...] = (16, 64, 256, 512, 1420, 4096, 16384, 65536)
 PATHS: tuple[str, ...] = ("avx512", "avx10_256", "vaes_avx2")
 DIRECTIONS: tuple[str, ...] = ("encrypt", "decrypt")
@@ -55,8 +57,8 @@ GOAL_OPENSSL = "OpenSSL 3.0.19"
 _ZEN4_MODELS: tuple[range, ...] = (range(0x10, 0x20), range(0x60, 0xB0))
 
 
-class GoalsError(Exception):
-    """Bad input to the verdict: one line for the user, exit 2."""
+class GoalsError(BenchError):
+    """Bad input to the verdict: one line for the user, exit 2 (run_cli)."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,23 @@ class Verdict:
             return 3
         return 0 if self.met else 1
 
+    def as_json(self) -> dict[str, Any]:
+        """The verdict in bench's --json ("goals")."""
+        return {
+            "judged": self.judged,
+            "met": self.met,
+            "below": [
+                {
+                    "direction": c.direction,
+                    "path": c.path,
+                    "size": c.size,
+                    "goal": c.goal,
+                    "c_vs_evp": c.worst,
+                }
+                for c in self.below
+            ],
+        }
+
 
 def judge(
     runs: Sequence[Iterable[Mapping[str, Any]]], machines: Sequence[Machine | None]
@@ -241,17 +260,17 @@ def _load_run(path: str) -> tuple[list[Mapping[str, Any]], Machine | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return run_cli("vaescrypt.bench_goals", lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m vaescrypt.bench_goals",
         description="Judge vaescrypt.bench --json runs against issue 23's C/EVP goals.",
     )
     ap.add_argument("runs", nargs="+", help="files written by 'python -m vaescrypt.bench --json'")
     opts = ap.parse_args(argv)
-    try:
-        loaded = [_load_run(p) for p in opts.runs]
-    except GoalsError as e:
-        print(f"vaescrypt.bench_goals: error: {e}", file=sys.stderr)
-        return 2
+    loaded = [_load_run(p) for p in opts.runs]
     verdict = judge([rows for rows, _ in loaded], [m for _, m in loaded])
     print("\n".join(render(verdict)))
     return verdict.exit_code()

@@ -109,6 +109,20 @@ def test_below_in_one_run_of_two_is_not_met() -> None:
     )
     text = "\n".join(render(v))
     assert "2.86<2.87(1/2)" in text and "47 of 48" in text and "NOT MET (1 below)" in text
+    # what bench --json records as "goals"
+    assert v.as_json() == {
+        "judged": True,
+        "met": False,
+        "below": [
+            {
+                "direction": "decrypt",
+                "path": "vaes_avx2",
+                "size": 1420,
+                "goal": 2.87,
+                "c_vs_evp": 2.86,
+            }
+        ],
+    }
 
 
 def test_a_value_that_rounds_to_its_goal_shows_it_is_below() -> None:
