@@ -25,8 +25,9 @@ struct vc_gcm_key {
     vc_aes_key aes;
     vc_ghash_key gh[2];     /* gh[1] used only when enc and dec tiers differ */
     const vc_tier *tier[VC_DIR_COUNT];
-    const vc_ghash_key *ghk[VC_DIR_COUNT];
-    vc_gcm_dir dk[VC_DIR_COUNT]; /* aes, ghk[d], d: what a one-shot call takes */
+    /* Per direction: the AES schedule, that direction's GHASH table (in
+     * gh) and the direction, as a one-shot call takes them (vc_gcm_dir). */
+    vc_gcm_dir dk[VC_DIR_COUNT];
     int status[VC_DIR_COUNT]; /* VC_OK or why this direction cannot run */
     int path[VC_DIR_COUNT];
 };
@@ -153,14 +154,13 @@ int vc_gcm_key_new(vc_gcm_key **out, const uint8_t *key, size_t key_len, int imp
         int slot = -1;
         for (int e = 0; e < d; e++)
             if (st[e] == VC_OK && k->tier[e] == k->tier[d])
-                slot = (int)(k->ghk[e] - k->gh);
+                slot = (int)(k->dk[e].g - k->gh);
         if (slot < 0) {
             slot = used++;
             memcpy(k->gh[slot].h, h, 16);
             k->tier[d]->ghash_init(&k->gh[slot]);
         }
-        k->ghk[d] = &k->gh[slot];
-        k->dk[d] = (vc_gcm_dir){&k->aes, k->ghk[d], d == VC_DIR_ENCRYPT};
+        k->dk[d] = (vc_gcm_dir){&k->aes, &k->gh[slot], d == VC_DIR_ENCRYPT};
     }
     vc_secure_zero(h, sizeof h);
     *out = k;
@@ -219,7 +219,7 @@ static int ctx_init(gcm_ctx *c, const vc_gcm_key *k, int dir, const uint8_t *iv,
      * they are read (nbuf says how much of buf is live). */
     memset(c->X, 0, 16);
     c->aes = &k->aes;
-    c->gh = k->ghk[dir];
+    c->gh = k->dk[dir].g;
     c->t = k->tier[dir];
     c->dir = dir;
     c->phase = PHASE_AAD;

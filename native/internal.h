@@ -117,13 +117,17 @@ typedef struct vc_tier {
     size_t whole_min;
     size_t whole_step[2]; /* by vc_dir: encrypt, decrypt */
     /* Optional (NULL / 0: gcm_oneshot takes these lengths too), tested by
-     * the front-end after gcm_whole, in this order:
-     * - len <= tiny_max: tiny->gcm_oneshot, another tier's one-shot on the
-     *   same key schedule and GHASH table layout (avx512: avx10_256's, a
-     *   one-block message being an AES latency chain);
-     * - len <= short_max and (aad_len + 15) / 16 + (len + 15) / 16 + 1 <=
-     *   short_powers: gcm_oneshot_short, an instance of the pass for the
-     *   messages one hash group holds (fewer live vectors than gcm_oneshot).
+     * the front-end after gcm_whole, and only for a tier with
+     * gcm_oneshot_short and len <= short_max (one test for the others):
+     * - len <= tiny_max (<= short_max): tiny->gcm_oneshot, another tier's
+     *   one-shot on the same key schedule and GHASH table layout (avx512:
+     *   avx10_256's, a one-block message being an AES latency chain);
+     * - (aad_len + 15) / 16 + (len + 15) / 16 + 1 <= short_powers:
+     *   gcm_oneshot_short, an instance of the pass for the messages one
+     *   hash group holds (fewer live vectors than gcm_oneshot).  The
+     *   tier's own os_fits with its power-table size: a message routed
+     *   there must fit (test_vaescrypt_gcm_boundaries walks AAD lengths
+     *   on both sides of it).
      * Same contract as gcm_oneshot.  Chosen in the front-end rather than
      * in a routing function of the tier: GCC's sibling calls from one
      * reloaded and re-stored every stack argument, 20-35 instructions per

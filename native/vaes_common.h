@@ -1171,7 +1171,9 @@ static inline VC_FN int VC_NAME(tag_eq)(__m128i t, const uint8_t *tag, size_t n)
 #endif
 
 /* Whether AAD and data share group 0's power run (else the AAD is hashed
- * alone first). */
+ * alone first).  For len <= VC_SHORT_BYTES the front-end applies the same
+ * rule (vc_tier.short_powers = VC_TABLE_POWERS) to choose the one-group
+ * instance, which has no AAD-alone route. */
 static inline VC_FN int VC_NAME(os_fits)(size_t aad_len, size_t len)
 {
     return (aad_len + 15) / 16 + (len < VC_SHORT_BYTES ? (len + 15) / 16 : VC_SHORT_V * VC_L) +
