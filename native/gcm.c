@@ -476,7 +476,8 @@ static inline __attribute__((always_inline)) int one_shot(const vc_gcm_key *k, i
          * +6.8 to +11.8 % at 64 B, +7.3 to +8.7 % at 256 B decrypt, +1.4
          * to +4 % at 512 B decrypt; avx10_256 +2.1 to +4.3 % at 16 B;
          * everything else -0.7 to +2.8 %.  The front-end's own
-         * instructions: 77 (vaes_avx2) and 86-92 (avx512) per call. */
+         * instructions per call (gdb stepi, 16 and 512 B): 77-82 on the
+         * ymm tiers, 79-86 on avx512 (its routing). */
         vc_gcm_oneshot_fn *fn = t->gcm_oneshot;
         if (len > t->whole_min && t->gcm_whole && (len & (t->whole_step[dir] - 1)) == 0)
             fn = t->gcm_whole;
