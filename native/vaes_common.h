@@ -801,13 +801,9 @@ static_assert(2 * VC_B <= 32, "the double step needs 2B powers in the table");
  * length block with the last step's blocks, powers K17..K2, saved the
  * multiply but slowed every step the same way.)
  */
-#ifndef VC_CTR_LANE0
-#define VC_CTR_LANE0 VC_DBL_ON
-#endif
-static_assert(VC_CTR_LANE0 || !VC_DBL_ON, "the VC_DBL step does not step the LE form");
 
 /* The LE counters of a batch (lanes: first, first+1, ...) from lane 0 of
- * its BE counters (see gcm_crypt: VC_CTR_LANE0). */
+ * its BE counters (see gcm_crypt). */
 static inline VC_FN vc_v VC_NAME(ctr_lane0)(vc_v cbe, vc_v bs)
 {
     return v_add32(v_shuf8(v_bcast_x(v_lo128(cbe)), bs), v_ctr_lanes());
@@ -837,17 +833,16 @@ static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_k
     vc_v S = v_shuf8(v_lane0_load(X), bs);
     /* The BE form is stepped by adding to byte 15 without a carry, so
      * after a batch that a wrapping one follows, cbe no longer equals
-     * bswap(c) in its lanes above 0: the LE form c is the exact one.
-     * VC_CTR_LANE0 (the VC_DBL tiers): c is not stepped beside cbe; the
-     * slow path rebuilds it from lane 0 of cbe, which is always exact (its
-     * low byte is n8 < 256).  One vector add and one register fewer live
-     * across the loop: in-process A/B on a Sapphire Rapids class Xeon
-     * (three processes, 9 pairs): avx10_256 +0.2 to +1.6 % at 512 B-64 KiB
-     * (512 B encrypt -0.5 to -0.6 %), vaes_avx2 decrypt +2.9 to +4.5 % at
-     * 1420-4096 B and +0.2 to +0.5 % at 16-64 KiB, encrypt +2.6 to +3.5 %
-     * at 4096 B, level at 16-64 KiB, 512 B encrypt -0.8 to -0.9 %.
-     * avx512 measured level and its GCM text grew 56 B by register
-     * allocation alone, past its budget: it keeps stepping c. */
+     * bswap(c) in its lanes above 0: the LE form c is the exact one.  c
+     * is not stepped beside cbe: the slow path rebuilds it from lane 0 of
+     * cbe, which is always exact (its low byte is n8 < 256).  One vector
+     * add and one register fewer live across the loop: in-process A/B on a
+     * Sapphire Rapids class Xeon (three processes, 9 pairs): avx10_256
+     * +0.2 to +1.6 % at 512 B-64 KiB (512 B encrypt -0.5 to -0.6 %),
+     * vaes_avx2 decrypt +2.9 to +4.5 % at 1420-4096 B and +0.2 to +0.5 % at
+     * 16-64 KiB, encrypt +2.6 to +3.5 % at 4096 B, level at 16-64 KiB,
+     * 512 B encrypt -0.8 to -0.9 %; avx512 (which first kept stepping c, for
+     * want of code budget) level: -2.1 to +2.8 % at 512 B-64 KiB, +24 B. */
     vc_v c = v_add32(v_shuf8(v_bcast(ctr), bs), v_ctr_lanes()); /* LE counters */
     vc_v cbe = v_shuf8(c, bs);                                  /* BE counters */
     uint8_t n8 = ctr[15]; /* low byte of the first counter of the next batch */
@@ -900,11 +895,8 @@ static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_k
                 x[j] = cbe;
                 cbe = v_add32(cbe, step_be);
             }
-            if (!VC_CTR_LANE0)
-                c = v_add32(c, v_slli32(step, 2));
         } else {
-            if (VC_CTR_LANE0)
-                c = VC_NAME(ctr_lane0)(cbe, bs);
+            c = VC_NAME(ctr_lane0)(cbe, bs);
             VC_UNROLL for (int j = 0; j < 4; j++) {
                 x[j] = v_shuf8(c, bs);
                 c = v_add32(c, step);

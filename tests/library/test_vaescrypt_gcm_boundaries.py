@@ -137,8 +137,8 @@ def test_stream_call_starting_at_every_counter_low_byte(impl: str) -> None:
     """A call that starts at each of the 256 low bytes of the counter, 2 KiB
     long, so it crosses the low byte's wrap (the main loop's slow counter
     path) from every phase.  The wide tiers step the counters by adding to
-    byte 15 while no block of a batch carries out of it; the ymm tiers then
-    rebuild the exact form from lane 0 (VC_CTR_LANE0), whose neighbours
+    byte 15 while no block of a batch carries out of it, and then rebuild
+    the exact form from lane 0 (gcm_crypt's ctr_lane0), whose neighbours
     may have carried out: one-shot messages with a 12-byte IV never start
     a batch there (their low bytes run 2, 18, ...), a stream can."""
     r = random.Random(f"boundaries-ctr-phase-{impl}")
