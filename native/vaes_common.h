@@ -1172,6 +1172,68 @@ static inline VC_FN int VC_NAME(os_fits)(size_t aad_len, size_t len)
                1 <= VC_TABLE_POWERS;
 }
 
+/* E(J0) with the round keys straight from the schedule (memory operands
+ * of the xmm VAESENC), for code that holds no broadcast keys.  Unrolled: a
+ * loop over the rounds added 3 instructions per round to a serial chain. */
+static inline VC_FN __m128i VC_NAME(ej0_sched)(const vc_aes_key *k, __m128i j0)
+{
+    const unsigned nr = k->rounds;
+#define VC_RK(i) _mm_load_si128((const __m128i *)(const void *)k->rk[i])
+    __m128i e = _mm_xor_si128(j0, VC_RK(0));
+    if (nr > 10) {
+        e = _mm_aesenc_si128(e, VC_RK(1));
+        e = _mm_aesenc_si128(e, VC_RK(2));
+        if (nr > 12) {
+            e = _mm_aesenc_si128(e, VC_RK(3));
+            e = _mm_aesenc_si128(e, VC_RK(4));
+        }
+    }
+#undef VC_RK
+    const uint8_t *kq = k->rk[nr - 9];
+#define VC_KQ(i) _mm_load_si128((const __m128i *)(const void *)(kq + 16 * (i)))
+    e = _mm_aesenc_si128(e, VC_KQ(0));
+    e = _mm_aesenc_si128(e, VC_KQ(1));
+    e = _mm_aesenc_si128(e, VC_KQ(2));
+    e = _mm_aesenc_si128(e, VC_KQ(3));
+    e = _mm_aesenc_si128(e, VC_KQ(4));
+    e = _mm_aesenc_si128(e, VC_KQ(5));
+    e = _mm_aesenc_si128(e, VC_KQ(6));
+    e = _mm_aesenc_si128(e, VC_KQ(7));
+    e = _mm_aesenc_si128(e, VC_KQ(8));
+    return _mm_aesenclast_si128(e, VC_KQ(9));
+#undef VC_KQ
+}
+
+/* VC_PASS_KEYS_AT_USE (default 0; vaes_avx2): the pass broadcasts each
+ * round key from the schedule where a round uses it (one load per round of
+ * the round-major code, one per round and vector of the vector-by-vector
+ * code) and computes E(J0) with ej0_sched, instead of broadcasting all 15
+ * keys at its start.  With 16 ymm registers, 8 of them keystream, GCC
+ * stored 11 of those broadcasts to the stack and reloaded them in every
+ * round: 11 stores and 9 reloads for E(J0) alone on every call.
+ * In-process A/B (Sapphire Rapids class, AES-256, three processes, 9
+ * pairs): vaes_avx2 +7.8 to +8.3 % at 16 B, +2.9 to +6 % at 64 B, +2 to
+ * +5.6 % at 128-200 B, +0.5 to +1.7 % at 256 B, +5.6 to +5.8 % at 300 B
+ * encrypt (the pass's 44-byte tail), level from 512 B (gcm_whole and the
+ * main loop do not take this code).  The EVEX tiers hold every key in
+ * their 32 registers and keep VC_KEYS_LOAD (E(J0) from the schedule there
+ * measured -2 to -9 % at 16-256 B). */
+#ifndef VC_PASS_KEYS_AT_USE
+#define VC_PASS_KEYS_AT_USE 0
+#endif
+#if VC_PASS_KEYS_AT_USE
+/* A round key broadcast from the schedule where it is used: the asm is
+ * volatile so that the compiler neither merges these loads into one value
+ * held (and spilled) across the pass nor moves them to its start.  "x":
+ * the VEX tier's registers. */
+static inline VC_FN vc_v VC_NAME(key_at)(const uint8_t *p)
+{
+    vc_v r;
+    __asm__ volatile("vbroadcasti128 %1, %0" : "=x"(r) : "m"(*(const uint8_t(*)[16])p));
+    return r;
+}
+#endif
+
 /* The pass for up to ov vectors (a constant per instance, VC_SHORT_V or
  * VC_OS_V): with ov = VC_SHORT_V the second group, the AAD-alone hash and
  * the main loop fold away (its callers route those messages elsewhere). */
@@ -1251,9 +1313,33 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
         r -= full;
     }
 
+#if VC_PASS_KEYS_AT_USE
+    /* The key names the rounds below use (VC_AES_NOLAST, VC_RM_ROUND), as
+     * loads at each use instead of the registers VC_KEYS_LOAD fills; see
+     * VC_PASS_KEYS_AT_USE.  kl, used by every vector's last round, is
+     * loaded once. */
+    const uint8_t *const km_ = k->rk[nr - 9];
+#define k0 VC_NAME(key_at)(k->rk[0])
+#define e0 VC_NAME(key_at)(k->rk[1])
+#define e1 VC_NAME(key_at)(k->rk[2])
+#define e2 VC_NAME(key_at)(k->rk[3])
+#define e3 VC_NAME(key_at)(k->rk[4])
+#define m0 VC_NAME(key_at)(km_)
+#define m1 VC_NAME(key_at)(km_ + 16)
+#define m2 VC_NAME(key_at)(km_ + 32)
+#define m3 VC_NAME(key_at)(km_ + 48)
+#define m4 VC_NAME(key_at)(km_ + 64)
+#define m5 VC_NAME(key_at)(km_ + 80)
+#define m6 VC_NAME(key_at)(km_ + 96)
+#define m7 VC_NAME(key_at)(km_ + 112)
+#define m8 VC_NAME(key_at)(km_ + 128)
+    const vc_v kl = VC_NAME(key_at)(km_ + 144);
+    const __m128i ekj0 = VC_NAME(ej0_sched)(k, j0);
+#else
     VC_KEYS_LOAD(k);
     __m128i ekj0 = j0;
     VC_AES_XMM(ekj0);
+#endif
 
     /* Group 0: the AAD run and the first (up to) VC_SHORT_V vectors, with
      * the length block if no second group follows. */
@@ -1317,7 +1403,8 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
          * ciphertext vector hj (known before any AES: decryption). */
 #define VC_RM_ROUND(kr, hj)                                                                        \
     do {                                                                                           \
-        VC_UNROLL_SHORT for (size_t j_ = 0; j_ < VC_OS_V; j_++) x[j_] = v_aesenc(x[j_], (kr));     \
+        const vc_v kr_ = (kr); /* one load of an at-use key per round */                         \
+        VC_UNROLL_SHORT for (size_t j_ = 0; j_ < VC_OS_V; j_++) x[j_] = v_aesenc(x[j_], kr_);      \
         if ((hj) < nh)                                                                             \
             VC_NAME(mul)(&a, v_shuf8(v_loadu(ip + (hj) * VC_W), bs), kd + (hj) * VC_W, 0);        \
     } while (0)
@@ -1458,6 +1545,22 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     }
 #endif
     return VC_OK;
+#if VC_PASS_KEYS_AT_USE
+#undef k0
+#undef e0
+#undef e1
+#undef e2
+#undef e3
+#undef m0
+#undef m1
+#undef m2
+#undef m3
+#undef m4
+#undef m5
+#undef m6
+#undef m7
+#undef m8
+#endif
 }
 
 /* An out-of-line instance of the pass for up to ov vectors. */
@@ -1512,7 +1615,6 @@ static VC_NOINL int VC_NAME(gcm_whole)(const vc_gcm_dir *d, const uint8_t iv[12]
     const vc_aes_key *k = d->aes;
     const vc_ghash_key *g = d->g;
     const int enc = d->enc;
-    const unsigned nr = k->rounds;
     const vc_v bs = v_bswap_mask();
     const __m128i j0 = VC_NAME(j0)(iv);
     const __m128i lb = VC_NAME(len_block)(aad_len, len);
@@ -1532,38 +1634,12 @@ static VC_NOINL int VC_NAME(gcm_whole)(const vc_gcm_dir *d, const uint8_t iv[12]
     }
     vc_v S = v_lane0_x(VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, len, 0, NULL));
     vc_secure_zero(X, sizeof X);
-    /* E(J0), keys straight from the schedule (memory operands), beside the
-     * last multiply.  Unrolled: a loop over the rounds added 3
-     * instructions per round to a serial chain.  In-process A/B (Sapphire
-     * Rapids class, AES-256, three processes, 9 pairs), decrypt: avx10_256
-     * +1.5 to +3.3 % at 288-1024 B, vaes_avx2 +0.8 to +3 % at 288-1024 B,
-     * level from 1420 B and for encryption; +115 / +57 B of GCM text. */
-#define VC_RK(i) _mm_load_si128((const __m128i *)(const void *)k->rk[i])
-    __m128i e = _mm_xor_si128(j0, VC_RK(0));
-    if (nr > 10) {
-        e = _mm_aesenc_si128(e, VC_RK(1));
-        e = _mm_aesenc_si128(e, VC_RK(2));
-        if (nr > 12) {
-            e = _mm_aesenc_si128(e, VC_RK(3));
-            e = _mm_aesenc_si128(e, VC_RK(4));
-        }
-    }
-    {
-        const uint8_t *kq = k->rk[nr - 9];
-#define VC_KQ(i) _mm_load_si128((const __m128i *)(const void *)(kq + 16 * (i)))
-        e = _mm_aesenc_si128(e, VC_KQ(0));
-        e = _mm_aesenc_si128(e, VC_KQ(1));
-        e = _mm_aesenc_si128(e, VC_KQ(2));
-        e = _mm_aesenc_si128(e, VC_KQ(3));
-        e = _mm_aesenc_si128(e, VC_KQ(4));
-        e = _mm_aesenc_si128(e, VC_KQ(5));
-        e = _mm_aesenc_si128(e, VC_KQ(6));
-        e = _mm_aesenc_si128(e, VC_KQ(7));
-        e = _mm_aesenc_si128(e, VC_KQ(8));
-        e = _mm_aesenclast_si128(e, VC_KQ(9));
-#undef VC_KQ
-    }
-#undef VC_RK
+    /* E(J0) beside the last multiply.  In-process A/B against E(J0) from
+     * the broadcast keys (Sapphire Rapids class, AES-256, three processes,
+     * 9 pairs), decrypt: avx10_256 +1.5 to +3.3 % at 288-1024 B, vaes_avx2
+     * +0.8 to +3 % at 288-1024 B, level from 1420 B and for encryption;
+     * +115 / +57 B of GCM text. */
+    const __m128i e = VC_NAME(ej0_sched)(k, j0);
     VC_NAME(acc) a = {v_zero(), v_zero(), v_zero()};
     VC_NAME(mul_k1)(&a, v_xor(v_shuf8(S, bs), v_lane0_x(lb)), g);
     S = VC_NAME(finish)(&a);
