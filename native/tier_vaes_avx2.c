@@ -159,8 +159,8 @@ static inline __attribute__((always_inline, target(VC_TGT))) int vc_vex_tag_eq(_
  * multiplies after the rounds: see VC_PASS_RM and VC_RM_HASH. */
 #define VC_PASS_RM 1
 #define VC_RM_HASH 0
-/* The pass loads each round key where it is used: see VC_PASS_KEYS_AT_USE. */
-#define VC_PASS_KEYS_AT_USE 1
+/* GCM loads each round key where it is used: see VC_KEYS_AT_USE. */
+#define VC_KEYS_AT_USE 1
 
 #include "vaes_common.h"
 

@@ -601,16 +601,18 @@ static inline VC_FN void VC_NAME(aad_hash)(const vc_ghash_key *g, uint8_t X[16],
 /* One AES round on the 4 state vectors. */
 #define VC_R(kr)                                                                                   \
     do {                                                                                           \
-        x[0] = v_aesenc(x[0], (kr));                                                               \
-        x[1] = v_aesenc(x[1], (kr));                                                               \
-        x[2] = v_aesenc(x[2], (kr));                                                               \
-        x[3] = v_aesenc(x[3], (kr));                                                               \
+        const vc_v kv_ = (kr);                                                                     \
+        x[0] = v_aesenc(x[0], kv_);                                                                \
+        x[1] = v_aesenc(x[1], kv_);                                                                \
+        x[2] = v_aesenc(x[2], kv_);                                                                \
+        x[3] = v_aesenc(x[3], kv_);                                                                \
     } while (0)
 
 /* Whitening and the extra rounds of AES-192/256 (see VC_KEYS_LOAD). */
 #define VC_R_HEAD()                                                                                \
     do {                                                                                           \
-        VC_UNROLL for (int j_ = 0; j_ < 4; j_++) x[j_] = v_xor(x[j_], k0);                        \
+        const vc_v k0_ = k0;                                                                       \
+        VC_UNROLL for (int j_ = 0; j_ < 4; j_++) x[j_] = v_xor(x[j_], k0_);                       \
         if (nr > 10) {                                                                             \
             VC_R(e0);                                                                              \
             VC_R(e1);                                                                              \
@@ -651,7 +653,8 @@ static inline VC_FN void VC_NAME(aad_hash)(const vc_ghash_key *g, uint8_t X[16],
 #define VC_UNROLL8 _Pragma("GCC unroll 8")
 #define VC_R8(kr)                                                                                  \
     do {                                                                                           \
-        VC_UNROLL8 for (int j_ = 0; j_ < 8; j_++) x[j_] = v_aesenc(x[j_], (kr));                  \
+        const vc_v kv_ = (kr);                                                                     \
+        VC_UNROLL8 for (int j_ = 0; j_ < 8; j_++) x[j_] = v_aesenc(x[j_], kv_);                    \
     } while (0)
 static_assert(2 * VC_B <= 32, "the double step needs 2B powers in the table");
 
@@ -685,7 +688,8 @@ static_assert(2 * VC_B <= 32, "the double step needs 2B powers in the table");
  * both directions), +2-3 % more than two vectors after each of m0..m3. */
 #define VC_DBL_STEP()                                                                              \
     do {                                                                                           \
-        VC_UNROLL8 for (int j = 0; j < 8; j++) x[j] = v_xor(x[j], k0);                             \
+        const vc_v k0_ = k0;                                                                       \
+        VC_UNROLL8 for (int j = 0; j < 8; j++) x[j] = v_xor(x[j], k0_);                            \
         if (nr > 10) {                                                                             \
             VC_R8(e0);                                                                             \
             VC_R8(e1);                                                                             \
@@ -714,9 +718,10 @@ static_assert(2 * VC_B <= 32, "the double step needs 2B powers in the table");
         VC_MUL_ODD(v_shuf8(v_loadu(hp + 7 * VC_W), bs), kp + 3 * VC_W, 0);                         \
         VC_R8(m8);                                                                                 \
         S = VC_NAME(finish)(&a);                                                                   \
+        const vc_v kl_ = kl;                                                                       \
         VC_UNROLL8                                                                                 \
         for (int j = 0; j < 8; j++)                                                                \
-            v_storeu(op + j * VC_W, v_aesenclast(x[j], v_xor(kl, v_loadu(ip + j * VC_W))));        \
+            v_storeu(op + j * VC_W, v_aesenclast(x[j], v_xor(kl_, v_loadu(ip + j * VC_W))));       \
     } while (0)
 
 /* The VC_DBL step without GHASH (encryption's first one, with nothing
@@ -786,6 +791,77 @@ static_assert(2 * VC_B <= 32, "the double step needs 2B powers in the table");
 
 /* ---------------------------------------------------------------- GCM -- */
 
+/* E(J0) with the round keys straight from the schedule (memory operands
+ * of the xmm VAESENC), for code that holds no broadcast keys.  Unrolled: a
+ * loop over the rounds added 3 instructions per round to a serial chain. */
+static inline VC_FN __m128i VC_NAME(ej0_sched)(const vc_aes_key *k, __m128i j0)
+{
+    const unsigned nr = k->rounds;
+#define VC_RK(i) _mm_load_si128((const __m128i *)(const void *)k->rk[i])
+    __m128i e = _mm_xor_si128(j0, VC_RK(0));
+    if (nr > 10) {
+        e = _mm_aesenc_si128(e, VC_RK(1));
+        e = _mm_aesenc_si128(e, VC_RK(2));
+        if (nr > 12) {
+            e = _mm_aesenc_si128(e, VC_RK(3));
+            e = _mm_aesenc_si128(e, VC_RK(4));
+        }
+    }
+#undef VC_RK
+    const uint8_t *kq = k->rk[nr - 9];
+#define VC_KQ(i) _mm_load_si128((const __m128i *)(const void *)(kq + 16 * (i)))
+    e = _mm_aesenc_si128(e, VC_KQ(0));
+    e = _mm_aesenc_si128(e, VC_KQ(1));
+    e = _mm_aesenc_si128(e, VC_KQ(2));
+    e = _mm_aesenc_si128(e, VC_KQ(3));
+    e = _mm_aesenc_si128(e, VC_KQ(4));
+    e = _mm_aesenc_si128(e, VC_KQ(5));
+    e = _mm_aesenc_si128(e, VC_KQ(6));
+    e = _mm_aesenc_si128(e, VC_KQ(7));
+    e = _mm_aesenc_si128(e, VC_KQ(8));
+    return _mm_aesenclast_si128(e, VC_KQ(9));
+#undef VC_KQ
+}
+
+/* VC_KEYS_AT_USE (default 0; vaes_avx2): GCM's main loop (gcm_crypt) and
+ * the pass broadcast each round key from the schedule where a round uses
+ * it (key_at: one load per round of the 8-vector step and of the pass's
+ * round-major code, one per round and vector of its vector-by-vector code)
+ * and compute E(J0) with ej0_sched, instead of broadcasting all 15 keys at
+ * their start (VC_KEYS_LOAD).  With 16 ymm registers, 8 of them keystream,
+ * GCC stored 11 of those broadcasts to the stack and reloaded them in every
+ * round anyway: 11 stores per call, and 9 reloads for E(J0) alone.  The
+ * names are macros (vaes_keys_at_use.h) so that the round macros serve
+ * both forms; a value used by several vectors is loaded once into a local
+ * (VC_R, VC_R8, the step's last round, the pass's klv).  In-process A/B
+ * (Sapphire Rapids class, AES-256, three processes, 9 pairs), the pass:
+ * +7.8 to +8.3 % at 16 B, +2.9 to +6 % at 64 B, +2 to +5.6 % at 128-200 B,
+ * +0.5 to +1.7 % at 256 B, +5.6 to +5.8 % at 300 B encrypt (its 44-byte
+ * tail); then gcm_crypt: +1 to +4.4 % at 300-4096 B both directions, level
+ * at 16-64 KiB (-0.5 to +0.6 %), 261 B less code.  (An earlier try in
+ * gcm_crypt with plain intrinsic broadcasts, which the compiler may merge
+ * and move, measured -2.3 to -4 % at 1300 B decrypt; this form +1.4 to
+ * +2.6 % there.)
+ * The EVEX tiers hold every key in their 32 registers and keep
+ * VC_KEYS_LOAD (E(J0) from the schedule there measured -2 to -9 % at
+ * 16-256 B). */
+#ifndef VC_KEYS_AT_USE
+#define VC_KEYS_AT_USE 0
+#endif
+#if VC_KEYS_AT_USE
+/* A round key broadcast from the schedule where it is used: the asm is
+ * volatile so that the compiler neither merges these loads into one value
+ * held (and spilled) across the pass nor moves them to its start.  "x":
+ * the VEX tier's registers. */
+static inline VC_FN vc_v VC_NAME(key_at)(const uint8_t *p)
+{
+    vc_v r;
+    __asm__ volatile("vbroadcasti128 %1, %0" : "=x"(r) : "m"(*(const uint8_t(*)[16])p));
+    return r;
+}
+#endif
+
+
 /*
  * CTR + GHASH over len bytes; returns the new GHASH state X (block order).
  *
@@ -814,12 +890,21 @@ static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_k
                                            uint8_t *out, size_t len, int enc, uint8_t *fin)
 {
     const unsigned nr = k->rounds;
+#if VC_KEYS_AT_USE
+    const uint8_t *const km_ = k->rk[nr - 9];
+#include "vaes_keys_at_use.h" /* k0 .. kl: loads where used */
+    if (fin) {
+        const __m128i e = VC_NAME(ej0_sched)(k, _mm_loadu_si128((const __m128i *)(const void *)fin));
+        _mm_storeu_si128((__m128i *)(void *)fin, e);
+    }
+#else
     VC_KEYS_LOAD(k);
     if (fin) {
         __m128i e = _mm_loadu_si128((const __m128i *)(const void *)fin);
         VC_AES_XMM(e);
         _mm_storeu_si128((__m128i *)(void *)fin, e);
     }
+#endif
     const vc_v bs = v_bswap_mask();
     const vc_v step = v_ctr_step();                /* +VC_L blocks, LE form */
     const vc_v step_be = v_shuf8(step, bs);        /* the same, BE form */
@@ -1039,6 +1124,9 @@ static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_k
     VC_NAME(mul_k1)(&af, v_xor(S, v_lane0_load(fin + 16)), g);
     S = VC_NAME(finish)(&af);
     return _mm_xor_si128(v_lo128(v_shuf8(S, bs)), _mm_loadu_si128((const __m128i *)(const void *)fin));
+#if VC_KEYS_AT_USE
+#include "vaes_keys_at_use.h" /* the key names end */
+#endif
 }
 
 static VC_FN void VC_NAME(gcm_enc)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
@@ -1172,68 +1260,6 @@ static inline VC_FN int VC_NAME(os_fits)(size_t aad_len, size_t len)
                1 <= VC_TABLE_POWERS;
 }
 
-/* E(J0) with the round keys straight from the schedule (memory operands
- * of the xmm VAESENC), for code that holds no broadcast keys.  Unrolled: a
- * loop over the rounds added 3 instructions per round to a serial chain. */
-static inline VC_FN __m128i VC_NAME(ej0_sched)(const vc_aes_key *k, __m128i j0)
-{
-    const unsigned nr = k->rounds;
-#define VC_RK(i) _mm_load_si128((const __m128i *)(const void *)k->rk[i])
-    __m128i e = _mm_xor_si128(j0, VC_RK(0));
-    if (nr > 10) {
-        e = _mm_aesenc_si128(e, VC_RK(1));
-        e = _mm_aesenc_si128(e, VC_RK(2));
-        if (nr > 12) {
-            e = _mm_aesenc_si128(e, VC_RK(3));
-            e = _mm_aesenc_si128(e, VC_RK(4));
-        }
-    }
-#undef VC_RK
-    const uint8_t *kq = k->rk[nr - 9];
-#define VC_KQ(i) _mm_load_si128((const __m128i *)(const void *)(kq + 16 * (i)))
-    e = _mm_aesenc_si128(e, VC_KQ(0));
-    e = _mm_aesenc_si128(e, VC_KQ(1));
-    e = _mm_aesenc_si128(e, VC_KQ(2));
-    e = _mm_aesenc_si128(e, VC_KQ(3));
-    e = _mm_aesenc_si128(e, VC_KQ(4));
-    e = _mm_aesenc_si128(e, VC_KQ(5));
-    e = _mm_aesenc_si128(e, VC_KQ(6));
-    e = _mm_aesenc_si128(e, VC_KQ(7));
-    e = _mm_aesenc_si128(e, VC_KQ(8));
-    return _mm_aesenclast_si128(e, VC_KQ(9));
-#undef VC_KQ
-}
-
-/* VC_PASS_KEYS_AT_USE (default 0; vaes_avx2): the pass broadcasts each
- * round key from the schedule where a round uses it (one load per round of
- * the round-major code, one per round and vector of the vector-by-vector
- * code) and computes E(J0) with ej0_sched, instead of broadcasting all 15
- * keys at its start.  With 16 ymm registers, 8 of them keystream, GCC
- * stored 11 of those broadcasts to the stack and reloaded them in every
- * round: 11 stores and 9 reloads for E(J0) alone on every call.
- * In-process A/B (Sapphire Rapids class, AES-256, three processes, 9
- * pairs): vaes_avx2 +7.8 to +8.3 % at 16 B, +2.9 to +6 % at 64 B, +2 to
- * +5.6 % at 128-200 B, +0.5 to +1.7 % at 256 B, +5.6 to +5.8 % at 300 B
- * encrypt (the pass's 44-byte tail), level from 512 B (gcm_whole and the
- * main loop do not take this code).  The EVEX tiers hold every key in
- * their 32 registers and keep VC_KEYS_LOAD (E(J0) from the schedule there
- * measured -2 to -9 % at 16-256 B). */
-#ifndef VC_PASS_KEYS_AT_USE
-#define VC_PASS_KEYS_AT_USE 0
-#endif
-#if VC_PASS_KEYS_AT_USE
-/* A round key broadcast from the schedule where it is used: the asm is
- * volatile so that the compiler neither merges these loads into one value
- * held (and spilled) across the pass nor moves them to its start.  "x":
- * the VEX tier's registers. */
-static inline VC_FN vc_v VC_NAME(key_at)(const uint8_t *p)
-{
-    vc_v r;
-    __asm__ volatile("vbroadcasti128 %1, %0" : "=x"(r) : "m"(*(const uint8_t(*)[16])p));
-    return r;
-}
-#endif
-
 /* The pass for up to ov vectors (a constant per instance, VC_SHORT_V or
  * VC_OS_V): with ov = VC_SHORT_V the second group, the AAD-alone hash and
  * the main loop fold away (its callers route those messages elsewhere). */
@@ -1313,33 +1339,16 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
         r -= full;
     }
 
-#if VC_PASS_KEYS_AT_USE
-    /* The key names the rounds below use (VC_AES_NOLAST, VC_RM_ROUND), as
-     * loads at each use instead of the registers VC_KEYS_LOAD fills; see
-     * VC_PASS_KEYS_AT_USE.  kl, used by every vector's last round, is
-     * loaded once. */
+#if VC_KEYS_AT_USE
     const uint8_t *const km_ = k->rk[nr - 9];
-#define k0 VC_NAME(key_at)(k->rk[0])
-#define e0 VC_NAME(key_at)(k->rk[1])
-#define e1 VC_NAME(key_at)(k->rk[2])
-#define e2 VC_NAME(key_at)(k->rk[3])
-#define e3 VC_NAME(key_at)(k->rk[4])
-#define m0 VC_NAME(key_at)(km_)
-#define m1 VC_NAME(key_at)(km_ + 16)
-#define m2 VC_NAME(key_at)(km_ + 32)
-#define m3 VC_NAME(key_at)(km_ + 48)
-#define m4 VC_NAME(key_at)(km_ + 64)
-#define m5 VC_NAME(key_at)(km_ + 80)
-#define m6 VC_NAME(key_at)(km_ + 96)
-#define m7 VC_NAME(key_at)(km_ + 112)
-#define m8 VC_NAME(key_at)(km_ + 128)
-    const vc_v kl = VC_NAME(key_at)(km_ + 144);
+#include "vaes_keys_at_use.h" /* k0 .. kl: loads where used */
     const __m128i ekj0 = VC_NAME(ej0_sched)(k, j0);
 #else
     VC_KEYS_LOAD(k);
     __m128i ekj0 = j0;
     VC_AES_XMM(ekj0);
 #endif
+    const vc_v klv = kl; /* every vector's last round: one load (VC_KEYS_AT_USE) */
 
     /* Group 0: the AAD run and the first (up to) VC_SHORT_V vectors, with
      * the length block if no second group follows. */
@@ -1403,8 +1412,8 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
          * ciphertext vector hj (known before any AES: decryption). */
 #define VC_RM_ROUND(kr, hj)                                                                        \
     do {                                                                                           \
-        const vc_v kr_ = (kr); /* one load of an at-use key per round */                         \
-        VC_UNROLL_SHORT for (size_t j_ = 0; j_ < VC_OS_V; j_++) x[j_] = v_aesenc(x[j_], kr_);      \
+        const vc_v kv_ = (kr); /* one load of an at-use key per round */                         \
+        VC_UNROLL_SHORT for (size_t j_ = 0; j_ < VC_OS_V; j_++) x[j_] = v_aesenc(x[j_], kv_);      \
         if ((hj) < nh)                                                                             \
             VC_NAME(mul)(&a, v_shuf8(v_loadu(ip + (hj) * VC_W), bs), kd + (hj) * VC_W, 0);        \
     } while (0)
@@ -1465,7 +1474,7 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
         const size_t off = j * VC_W;
         vc_v d = j == jl ? dl : v_loadu(ip + off);
         if (enc) { /* hash what is written */
-            d = v_aesenclast(x[j], v_xor(kl, d));
+            d = v_aesenclast(x[j], v_xor(klv, d));
             if (j != jl || ml == VC_W) {
                 v_storeu(op + off, d);
             } else {
@@ -1477,7 +1486,7 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
         const size_t off = j * VC_W, m = r - off < VC_W ? r - off : VC_W;
         vc_v d = m == VC_W ? v_loadu(ip + off) : v_load_part(ip + off, m);
         if (enc) { /* hash what is written */
-            d = v_aesenclast(x[j], v_xor(kl, d));
+            d = v_aesenclast(x[j], v_xor(klv, d));
             if (m == VC_W) {
                 v_storeu(op + off, d);
             } else {
@@ -1517,9 +1526,9 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
 #if VC_LAST_APART
         const size_t off = j * VC_W;
         if (j != jl || ml == VC_W)
-            v_storeu(op + off, v_aesenclast(x[j], v_xor(kl, j != jl ? v_loadu(ip + off) : dl)));
+            v_storeu(op + off, v_aesenclast(x[j], v_xor(klv, j != jl ? v_loadu(ip + off) : dl)));
         else
-            ol = v_xor(v_aesenclast(x[j], kl), dl);
+            ol = v_xor(v_aesenclast(x[j], klv), dl);
     }
     if (nv && ml < VC_W)
         v_store_part(op + jl * VC_W, ol, ml);
@@ -1539,27 +1548,14 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
          * 16-64 B decrypt and was not kept. */
         const size_t off = j * VC_W, m = (r - off) & (VC_W - 1);
         if (r >= off + VC_W)
-            v_storeu(op + off, v_aesenclast(x[j], v_xor(kl, v_loadu(ip + off))));
+            v_storeu(op + off, v_aesenclast(x[j], v_xor(klv, v_loadu(ip + off))));
         else
-            v_store_part(op + off, v_xor(v_aesenclast(x[j], kl), v_load_part(ip + off, m)), m);
+            v_store_part(op + off, v_xor(v_aesenclast(x[j], klv), v_load_part(ip + off, m)), m);
     }
 #endif
     return VC_OK;
-#if VC_PASS_KEYS_AT_USE
-#undef k0
-#undef e0
-#undef e1
-#undef e2
-#undef e3
-#undef m0
-#undef m1
-#undef m2
-#undef m3
-#undef m4
-#undef m5
-#undef m6
-#undef m7
-#undef m8
+#if VC_KEYS_AT_USE
+#include "vaes_keys_at_use.h" /* the key names end */
 #endif
 }
 
