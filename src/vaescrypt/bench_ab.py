@@ -1,14 +1,15 @@
 """In-process A/B of two builds of the library (``python -m vaescrypt.bench_ab``).
 
-    python -m vaescrypt.bench_ab BEFORE AFTER [--paths P,..] [--sizes N,..]
+    python -m vaescrypt.bench_ab BEFORE AFTER [--mode gcm] [--paths P,..] [--sizes N,..]
         [--dirs encrypt,decrypt] [--pairs 11] [--seconds 0.004] [--key-bits 256] [--json]
 
 BEFORE and AFTER are two builds of the benchmark extension, vaescrypt._bench
 (the file ``_bench.abi3.so``, or a directory holding it): copy the built one
 aside, change the C, rebuild, and compare the copy with the new build.  Both
 are loaded into this one process, pinned to one CPU.  Per (path, direction,
-size) point -- GCM one-shot through the C API, 12-byte IV, 16-byte AAD, as
-``vaescrypt.bench`` -- each build runs a C loop of --seconds, alternately
+size) point -- the --mode's C loop as ``vaescrypt.bench`` times it (GCM:
+one-shot through the C API, 12-byte IV, 16-byte AAD) -- each build runs a C
+loop of --seconds, alternately
 A then B and B then A, --pairs times; the point's result is the median of the
 per-pair ratios after/before, printed as a change in per cent.
 
@@ -36,7 +37,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vaescrypt.bench import ALL_DIRS, BenchError, _csv, _ints, pin_to_one_cpu, run_cli
+from vaescrypt.bench import (
+    ALL_DIRS,
+    ALL_MODES,
+    BenchError,
+    _csv,
+    _ints,
+    pin_to_one_cpu,
+    run_cli,
+)
 
 EXT_NAME = "vaescrypt._bench"
 EXT_FILE = "_bench.abi3.so"
@@ -47,6 +56,7 @@ DEFAULT_SIZES: tuple[int, ...] = (16, 64, 256, 512, 1420, 4096)
 class AbOptions:
     before: str
     after: str
+    mode: str
     paths: list[str]
     dirs: list[str]
     sizes: list[int]
@@ -66,10 +76,11 @@ def _extension_file(arg: str, which: str) -> str:
 def parse_args(argv: Sequence[str] | None) -> AbOptions:
     ap = argparse.ArgumentParser(
         prog="python -m vaescrypt.bench_ab",
-        description="In-process A/B of two builds of vaescrypt._bench (GCM one-shot).",
+        description="In-process A/B of two builds of vaescrypt._bench.",
     )
     ap.add_argument("before", help=f"the baseline build: {EXT_FILE} or a directory holding it")
     ap.add_argument("after", help="the changed build, likewise")
+    ap.add_argument("--mode", default="gcm", help=", ".join(ALL_MODES))
     ap.add_argument("--paths", default="", help="code paths (default: every wide path here)")
     ap.add_argument("--dirs", default="encrypt,decrypt")
     ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
@@ -83,6 +94,8 @@ def parse_args(argv: Sequence[str] | None) -> AbOptions:
     if os.path.samefile(before, after):
         # The dynamic loader would hand back the one copy it already has.
         raise BenchError("BEFORE and AFTER are the same file; for a null A/B compare a copy")
+    if a.mode not in ALL_MODES:
+        raise BenchError(f"unknown mode {a.mode!r}; expected one of {', '.join(ALL_MODES)}")
     dirs = _csv(a.dirs)
     for d in dirs:
         if d not in ALL_DIRS:
@@ -99,8 +112,9 @@ def parse_args(argv: Sequence[str] | None) -> AbOptions:
     if a.key_bits not in (128, 192, 256):
         raise BenchError("--key-bits must be 128, 192 or 256")
     return AbOptions(
-        before, after, _csv(a.paths), dirs, sizes, a.pairs, a.seconds, a.key_bits, a.as_json
-    )
+        before, after, a.mode, _csv(a.paths), dirs, sizes, a.pairs, a.seconds, a.key_bits,
+        a.as_json,
+    )  # fmt: skip
 
 
 def load_build(path: str) -> Any:
@@ -141,20 +155,23 @@ def run(opts: AbOptions) -> list[dict[str, Any]]:
     except ImportError as e:
         raise BenchError(f"cannot import the vaescrypt binding: {e}") from None
 
-    paths = opts.paths or [
-        p for p in ("avx512", "avx10_256", "vaes_avx2") if p in available("gcm", "encrypt")
-    ]
+    def here(p: str) -> bool:  # p runs opts.mode in every direction asked for
+        return all(p in available(opts.mode, d) for d in opts.dirs)
+
+    paths = opts.paths or [p for p in ("avx512", "avx10_256", "vaes_avx2") if here(p)]
     if not paths:
-        raise BenchError("no wide path on this CPU; name one with --paths")
+        raise BenchError(f"no wide {opts.mode} path on this CPU; name one with --paths")
     for p in paths:
-        if p not in available("gcm", "encrypt"):
-            raise BenchError(f"path {p!r} is not available for GCM on this CPU")
+        if not here(p):
+            raise BenchError(
+                f"path {p!r} does not run {opts.mode} {'/'.join(opts.dirs)} on this CPU"
+            )
     libs = (load_build(opts.before), load_build(opts.after))
     pin_to_one_cpu()
     out: list[dict[str, Any]] = []
     for p in paths:
         for d in opts.dirs:
-            ids = (mode_id("gcm"), dir_id(d), path_id(p))
+            ids = (mode_id(opts.mode), dir_id(d), path_id(p))
             for size in opts.sizes:
                 for lib in libs:  # warm both: caches, branch predictors, frequency
                     _timed(lib, ids, opts, size)
@@ -201,12 +218,16 @@ def _main(argv: Sequence[str] | None) -> int:
     results = run(opts)
     if opts.as_json:
         print(
-            json.dumps({"before": opts.before, "after": opts.after, "results": results}, indent=2)
+            json.dumps(
+                {"before": opts.before, "after": opts.after, "mode": opts.mode, "results": results},
+                indent=2,
+            )
         )
     else:
+        what = "GCM one-shot, 16-byte AAD" if opts.mode == "gcm" else opts.mode.upper()
         print(
             f"after / before, median of {opts.pairs} alternated pairs "
-            f"(AES-{opts.key_bits}, GCM one-shot, 16-byte AAD):"
+            f"(AES-{opts.key_bits}, {what}):"
         )
         print(render(results))
     return 0

@@ -87,6 +87,27 @@ def test_text_output_one_line_per_path_and_direction(tmp_path: Path) -> None:
     assert all(" 64:" in ln and " 100:" in ln and ln.endswith("%") for ln in lines[1:])
 
 
+def test_mode_selects_the_c_loop(tmp_path: Path) -> None:
+    # CFB128 decryption, the one CFB direction the wide paths take: the
+    # default paths are the wide ones that run it in the directions asked
+    a, b = _two_copies(tmp_path)
+    r = _run(str(a), str(b), "--mode", "cfb128", "--dirs", "decrypt", "--sizes", "64",
+             "--pairs", "1", "--seconds", "0.001", "--json")  # fmt: skip
+    wide = [p for p in vaescrypt.available("cfb128", "decrypt") if p not in ("aesni", "generic")]
+    if not wide:  # a CPU without VAES: the refusal, not an empty run
+        assert r.returncode == 2 and "no wide cfb128 path" in r.stderr, r.stderr
+    else:
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["mode"] == "cfb128"
+        assert [x["path"] for x in out["results"]] == wide
+        assert all(x["direction"] == "decrypt" for x in out["results"])
+    r = _run(str(a), str(b), "--mode", "cfb8", "--paths", "generic", "--sizes", "32",
+             "--pairs", "1", "--seconds", "0.001")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "(AES-256, CFB8)" in r.stdout.splitlines()[0]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -98,7 +119,10 @@ def test_text_output_one_line_per_path_and_direction(tmp_path: Path) -> None:
         (["A", "B", "--sizes", "0"], "between 1 and 2^30"),
         (["A", "B", "--pairs", "0"], "--pairs"),
         (["A", "B", "--key-bits", "512"], "--key-bits"),
-        (["A", "B", "--paths", "no_such_path"], "not available"),
+        (["A", "B", "--paths", "no_such_path"], "does not run gcm"),
+        (["A", "B", "--mode", "ecb"], "unknown mode"),
+        # CFB128 encryption is serial: no wide path takes it
+        (["A", "B", "--mode", "cfb128", "--paths", "generic,avx512"], "does not run cfb128"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
