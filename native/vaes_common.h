@@ -823,12 +823,13 @@ static inline VC_FN __m128i VC_NAME(ej0_sched)(const vc_aes_key *k, __m128i j0)
 #undef VC_KQ
 }
 
-/* VC_KEYS_AT_USE (default 0; vaes_avx2): GCM's main loop (gcm_crypt) and
- * the pass broadcast each round key from the schedule where a round uses
- * it (key_at: one load per round of the 8-vector step and of the pass's
- * round-major code, one per round and vector of its vector-by-vector code)
- * and compute E(J0) with ej0_sched, instead of broadcasting all 15 keys at
- * their start (VC_KEYS_LOAD).  With 16 ymm registers, 8 of them keystream,
+/* VC_KEYS_AT_USE (default 0; vaes_avx2): GCM's main loop (gcm_crypt), the
+ * pass and CFB128 decryption broadcast each round key from the schedule
+ * where a round uses it (key_at: one load per round of the 8-vector step,
+ * of the pass's round-major code and of CFB's 4-vector rounds, one per
+ * round and vector of the pass's vector-by-vector code) and GCM computes
+ * E(J0) with ej0_sched, instead of broadcasting all 15 keys at their start
+ * (VC_KEYS_LOAD).  With 16 ymm registers, 8 of them keystream,
  * GCC stored 11 of those broadcasts to the stack and reloaded them in every
  * round anyway: 11 stores per call, and 9 reloads for E(J0) alone.  The
  * names are macros (vaes_keys_at_use.h) so that the round macros serve
@@ -841,7 +842,9 @@ static inline VC_FN __m128i VC_NAME(ej0_sched)(const vc_aes_key *k, __m128i j0)
  * at 16-64 KiB (-0.5 to +0.6 %), 261 B less code.  (An earlier try in
  * gcm_crypt with plain intrinsic broadcasts, which the compiler may merge
  * and move, measured -2.3 to -4 % at 1300 B decrypt; this form +1.4 to
- * +2.6 % there.)
+ * +2.6 % there.)  CFB128 decryption (same A/B, 15 pairs): +0.9 to +5.1 %
+ * at 16-32 B, -0.7 to -1.3 % at 64 B, level at 128 B, +1.2 to +3.3 % at
+ * 256-1024 B, level from 4 KiB.
  * The EVEX tiers hold every key in their 32 registers and keep
  * VC_KEYS_LOAD (E(J0) from the schedule there measured -2 to -9 % at
  * 16-256 B). */
@@ -1708,7 +1711,13 @@ static VC_FN void VC_NAME(cfb128_dec)(const vc_aes_key *k, uint8_t iv[16], const
     if (!len)
         return;
     memcpy(iv, in + len - 16, 16); /* read before any write (in == out) */
+#if VC_KEYS_AT_USE
+    const uint8_t *const km_ = k->rk[nr - 9];
+#include "vaes_keys_at_use.h" /* k0 .. kl: loads where used */
+#else
     VC_KEYS_LOAD(k);
+#endif
+    const vc_v klv = kl; /* every vector's last round: one load (VC_KEYS_AT_USE) */
     for (size_t done = 0; done < len; done += VC_BATCH) {
         const size_t r = len - done;
         vc_v c[4], x[4];
@@ -1732,12 +1741,15 @@ static VC_FN void VC_NAME(cfb128_dec)(const vc_aes_key *k, uint8_t iv[16], const
         if (r >= VC_BATCH) {
             VC_UNROLL
             for (int j = 0; j < 4; j++)
-                v_storeu(out + done + j * VC_W, v_aesenclast(x[j], v_xor(kl, c[j])));
+                v_storeu(out + done + j * VC_W, v_aesenclast(x[j], v_xor(klv, c[j])));
         } else {
             VC_UNROLL
             for (size_t j = 0; j * VC_W < r; j++)
-                v_store_part_cold(out + done + j * VC_W, v_aesenclast(x[j], v_xor(kl, c[j])),
+                v_store_part_cold(out + done + j * VC_W, v_aesenclast(x[j], v_xor(klv, c[j])),
                              r - j * VC_W < VC_W ? r - j * VC_W : VC_W);
         }
     }
+#if VC_KEYS_AT_USE
+#include "vaes_keys_at_use.h" /* the key names end */
+#endif
 }
