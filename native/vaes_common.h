@@ -729,15 +729,17 @@ static_assert(2 * VC_B <= 32, "the double step needs 2B powers in the table");
  * from the schedule, keeps this once-per-message step small. */
 #define VC_DBL_PLAIN()                                                                             \
     do {                                                                                           \
-        VC_UNROLL8 for (int j = 0; j < 8; j++) x[j] = v_xor(x[j], k0);                             \
+        const vc_v k0_ = k0;                                                                       \
+        VC_UNROLL8 for (int j = 0; j < 8; j++) x[j] = v_xor(x[j], k0_);                            \
         _Pragma("GCC unroll 1") for (unsigned i_ = 1; i_ < nr; i_++)                               \
         {                                                                                          \
             const vc_v kr_ = v_bcast(k->rk[i_]);                                                   \
             VC_R8(kr_);                                                                            \
         }                                                                                          \
+        const vc_v kl_ = kl;                                                                       \
         VC_UNROLL8                                                                                 \
         for (int j = 0; j < 8; j++)                                                                \
-            v_storeu(op + j * VC_W, v_aesenclast(x[j], v_xor(kl, v_loadu(ip + j * VC_W))));        \
+            v_storeu(op + j * VC_W, v_aesenclast(x[j], v_xor(kl_, v_loadu(ip + j * VC_W))));       \
     } while (0)
 
 #endif
@@ -1084,12 +1086,13 @@ static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_k
 #endif
             VC_R_ALL();
         VC_NAME(load_tail)(d, ip, n);
+        const vc_v klt = kl; /* one load (VC_KEYS_AT_USE) */
         VC_UNROLL
         for (size_t j = 0; j < 4; j++) {
             const size_t off = j * VC_W;
             if (off >= n)
                 break;
-            const vc_v o = v_xor(v_aesenclast(x[j], kl), d[j]);
+            const vc_v o = v_xor(v_aesenclast(x[j], klt), d[j]);
             if (n - off >= VC_W) {
                 v_storeu(op + off, o);
                 if (enc)
@@ -1403,9 +1406,10 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     size_t nh = 0;
     const int rm = VC_PASS_RM && ov == 8 && (VC_RM_ENC || !enc);
     if (rm && nv >= VC_RM_MIN) {
+        const vc_v k0v = k0; /* one load (VC_KEYS_AT_USE) */
         VC_UNROLL_SHORT
         for (size_t j = 0; j < VC_OS_V; j++) {
-            x[j] = v_xor(v_shuf8(c, bs), k0);
+            x[j] = v_xor(v_shuf8(c, bs), k0v);
             c = v_add32(c, step);
         }
         const size_t g0 = VC_OS_V > VC_SHORT_V ? VC_SHORT_V : ov; /* group 0's vectors */
