@@ -56,6 +56,9 @@
 /* The pass runs 6-8 vector messages round by round: see VC_PASS_RM. */
 #define VC_PASS_RM 1
 
+/* E(J0)'s xmm rounds in their EVEX form: see x_aesenc. */
+#define VC_X_AES_EVEX 1
+
 #include "vaes_common.h"
 
 const vc_tier vc_tier_avx10_256 = {

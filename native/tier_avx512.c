@@ -86,6 +86,9 @@ static inline __attribute__((target(VC_TGT))) __m512i v_hxor(__m512i v)
 #define VC_PASS_RM 1
 #define VC_RM_MIN 7
 #define VC_RM_ENC 0
+/* E(J0)'s xmm rounds in their EVEX form: see x_aesenc. */
+#define VC_X_AES_EVEX 1
+
 #include "vaes_common.h"
 
 const vc_tier vc_tier_avx512 = {
