@@ -1148,13 +1148,13 @@ static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_k
 #endif
             VC_R_ALL();
         VC_NAME(load_tail)(d, ip, n);
-        const vc_v klt = kl; /* one load (VC_KEYS_AT_USE) */
+        const vc_v klv = kl; /* one load (VC_KEYS_AT_USE) */
         VC_UNROLL
         for (size_t j = 0; j < 4; j++) {
             const size_t off = j * VC_W;
             if (off >= n)
                 break;
-            const vc_v o = v_xor(v_aesenclast(x[j], klt), d[j]);
+            const vc_v o = v_xor(v_aesenclast(x[j], klv), d[j]);
             if (n - off >= VC_W) {
                 v_storeu(op + off, o);
                 if (enc)
