@@ -119,6 +119,15 @@ static inline __attribute__((always_inline, target(VC_TGT))) int vc_vex_tag_eq(_
                                                                                 const uint8_t *tag,
                                                                                 size_t n)
 {
+    /* The common length: a plain load, no masks (and no VPMASKMOVD on the
+     * way to the decision that lets a decryption write).  In-process A/B
+     * (Sapphire Rapids class, AES-256, three processes, 9-15 pairs),
+     * decrypt: +1.0 to +1.4 % at 16-256 B, +1.9 % at 300 B, -1.6 to +1.0 %
+     * at 512 B, -0.9 to +0.2 % at 768-1420 B; +107 B of GCM text. */
+    if (n == 16) {
+        const __m128i diff = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)tag), t);
+        return _mm_testz_si128(diff, diff);
+    }
     const size_t nd = n >> 2, nb = n & 3;
     const __m128i idx = _mm_setr_epi32(0, 1, 2, 3);
     const __m128i nv = _mm_set1_epi32((int)nd);
