@@ -604,6 +604,79 @@ static inline VC_FN void VC_NAME(aad_hash)(const vc_ghash_key *g, uint8_t X[16],
 
 /* ---------------------------------------------------------------- AES -- */
 
+/* E(J0) with the round keys straight from the schedule (memory operands
+ * of the xmm VAESENC), for code that holds no broadcast keys.  Unrolled: a
+ * loop over the rounds added 3 instructions per round to a serial chain. */
+static inline VC_FN __m128i VC_NAME(ej0_sched)(const vc_aes_key *k, __m128i j0)
+{
+    const unsigned nr = k->rounds;
+#define VC_RK(i) _mm_load_si128((const __m128i *)(const void *)k->rk[i])
+    __m128i e = _mm_xor_si128(j0, VC_RK(0));
+    if (nr > 10) {
+        e = _mm_aesenc_si128(e, VC_RK(1));
+        e = _mm_aesenc_si128(e, VC_RK(2));
+        if (nr > 12) {
+            e = _mm_aesenc_si128(e, VC_RK(3));
+            e = _mm_aesenc_si128(e, VC_RK(4));
+        }
+    }
+#undef VC_RK
+    const uint8_t *kq = k->rk[nr - 9];
+#define VC_KQ(i) _mm_load_si128((const __m128i *)(const void *)(kq + 16 * (i)))
+    e = _mm_aesenc_si128(e, VC_KQ(0));
+    e = _mm_aesenc_si128(e, VC_KQ(1));
+    e = _mm_aesenc_si128(e, VC_KQ(2));
+    e = _mm_aesenc_si128(e, VC_KQ(3));
+    e = _mm_aesenc_si128(e, VC_KQ(4));
+    e = _mm_aesenc_si128(e, VC_KQ(5));
+    e = _mm_aesenc_si128(e, VC_KQ(6));
+    e = _mm_aesenc_si128(e, VC_KQ(7));
+    e = _mm_aesenc_si128(e, VC_KQ(8));
+    return _mm_aesenclast_si128(e, VC_KQ(9));
+#undef VC_KQ
+}
+
+/* VC_KEYS_AT_USE (default 0; vaes_avx2): GCM's main loop (gcm_crypt), the
+ * pass and CFB128 decryption broadcast each round key from the schedule
+ * where a round uses it (key_at: one load per round of the 8-vector step,
+ * of the pass's round-major code and of CFB's 4-vector rounds, one per
+ * round and vector of the pass's vector-by-vector code) and GCM computes
+ * E(J0) with ej0_sched, instead of broadcasting all 15 keys at their start
+ * (VC_KEYS_LOAD).  With 16 ymm registers, 8 of them keystream,
+ * GCC stored 11 of those broadcasts to the stack and reloaded them in every
+ * round anyway: 11 stores per call, and 9 reloads for E(J0) alone.  The
+ * names are macros (VC_KEYS_LOAD's at-use form) so that the round macros serve
+ * both forms; a value used by several vectors is loaded once into a local
+ * (VC_R, VC_R8, the step's last round, the pass's klv).  In-process A/B
+ * (Sapphire Rapids class, AES-256, three processes, 9 pairs), the pass:
+ * +7.8 to +8.3 % at 16 B, +2.9 to +6 % at 64 B, +2 to +5.6 % at 128-200 B,
+ * +0.5 to +1.7 % at 256 B, +5.6 to +5.8 % at 300 B encrypt (its 44-byte
+ * tail); then gcm_crypt: +1 to +4.4 % at 300-4096 B both directions, level
+ * at 16-64 KiB (-0.5 to +0.6 %), 261 B less code.  (An earlier try in
+ * gcm_crypt with plain intrinsic broadcasts, which the compiler may merge
+ * and move, measured -2.3 to -4 % at 1300 B decrypt; this form +1.4 to
+ * +2.6 % there.)  CFB128 decryption (same A/B, 15 pairs): +0.9 to +5.1 %
+ * at 16-32 B, -0.7 to -1.3 % at 64 B, level at 128 B, +1.2 to +3.3 % at
+ * 256-1024 B, level from 4 KiB.
+ * The EVEX tiers hold every key in their 32 registers and keep
+ * VC_KEYS_LOAD (E(J0) from the schedule there measured -2 to -9 % at
+ * 16-256 B). */
+#ifndef VC_KEYS_AT_USE
+#define VC_KEYS_AT_USE 0
+#endif
+#if VC_KEYS_AT_USE
+/* A round key broadcast from the schedule where it is used: the asm is
+ * volatile so that the compiler neither merges these loads into one value
+ * held (and spilled) across the pass nor moves them to its start.  "x":
+ * the VEX tier's registers. */
+static inline VC_FN vc_v VC_NAME(key_at)(const uint8_t *p)
+{
+    vc_v r;
+    __asm__ volatile("vbroadcasti128 %1, %0" : "=x"(r) : "m"(*(const uint8_t(*)[16])p));
+    return r;
+}
+#endif
+
 /* The round keys of GCM's main loop and CFB128 decryption, broadcast once and kept in
  * registers, "right-aligned" so that the last nine VAESENC rounds and the
  * VAESENCLAST use the same registers for every key size:
@@ -624,6 +697,29 @@ static inline VC_FN void VC_NAME(aad_hash)(const vc_ghash_key *g, uint8_t X[16],
  * +2 to +3.1 % at 512 B decrypt, vaes_avx2 +1.8 to +2.6 % at 1420 B
  * decrypt; vaes_avx2 256 B encrypt -1.0 % and avx512 512 B encrypt -0.6
  * to -0.9 %; 95-185 B less GCM text per tier. */
+#if VC_KEYS_AT_USE
+/* The same names as loads at each use (see VC_KEYS_AT_USE): VC_KEYS_LOAD
+ * only keeps the schedule's two base pointers; the names are undefined at
+ * the end of this file, so that the tier's own code does not see them. */
+#define VC_KEYS_LOAD(k)                                                                            \
+    const vc_aes_key *const ks_ = (k);                                                            \
+    const uint8_t *const km_ = ks_->rk[nr - 9]
+#define k0 VC_NAME(key_at)(ks_->rk[0])
+#define e0 VC_NAME(key_at)(ks_->rk[1])
+#define e1 VC_NAME(key_at)(ks_->rk[2])
+#define e2 VC_NAME(key_at)(ks_->rk[3])
+#define e3 VC_NAME(key_at)(ks_->rk[4])
+#define m0 VC_NAME(key_at)(km_)
+#define m1 VC_NAME(key_at)(km_ + 16)
+#define m2 VC_NAME(key_at)(km_ + 32)
+#define m3 VC_NAME(key_at)(km_ + 48)
+#define m4 VC_NAME(key_at)(km_ + 64)
+#define m5 VC_NAME(key_at)(km_ + 80)
+#define m6 VC_NAME(key_at)(km_ + 96)
+#define m7 VC_NAME(key_at)(km_ + 112)
+#define m8 VC_NAME(key_at)(km_ + 128)
+#define kl VC_NAME(key_at)(km_ + 144)
+#else
 #define VC_KEYS_LOAD(k)                                                                            \
     const vc_v k0 = v_bcast((k)->rk[0]), e0 = v_bcast((k)->rk[1]), e1 = v_bcast((k)->rk[2]),     \
                e2 = v_bcast((k)->rk[3]), e3 = v_bcast((k)->rk[4]);                                \
@@ -632,6 +728,7 @@ static inline VC_FN void VC_NAME(aad_hash)(const vc_ghash_key *g, uint8_t X[16],
                m3 = v_bcast(km_ + 48), m4 = v_bcast(km_ + 64), m5 = v_bcast(km_ + 80),            \
                m6 = v_bcast(km_ + 96), m7 = v_bcast(km_ + 112), m8 = v_bcast(km_ + 128),          \
                kl = v_bcast(km_ + 144)
+#endif
 
 /* One AES round on the 4 state vectors. */
 #define VC_R(kr)                                                                                   \
@@ -828,7 +925,11 @@ static inline VC_FN __m128i x_aesenclast(__m128i b, __m128i k)
 #define x_aesenclast(b, k) _mm_aesenclast_si128((b), (k))
 #endif
 
-/* The same on the xmm lane 0 of the keys: E(J0). */
+/* The same on the xmm lane 0 of the keys: E(J0).  With VC_KEYS_AT_USE,
+ * from the schedule (ej0_sched). */
+#if VC_KEYS_AT_USE
+#define VC_AES_XMM(b) ((b) = VC_NAME(ej0_sched)(ks_, (b)))
+#else
 #define VC_AES_XMM(b)                                                                              \
     do {                                                                                           \
         b = _mm_xor_si128(b, v_lo128(k0));                                                         \
@@ -851,82 +952,9 @@ static inline VC_FN __m128i x_aesenclast(__m128i b, __m128i k)
         b = x_aesenc(b, v_lo128(m8));                                                      \
         b = x_aesenclast(b, v_lo128(kl));                                                  \
     } while (0)
+#endif
 
 /* ---------------------------------------------------------------- GCM -- */
-
-/* E(J0) with the round keys straight from the schedule (memory operands
- * of the xmm VAESENC), for code that holds no broadcast keys.  Unrolled: a
- * loop over the rounds added 3 instructions per round to a serial chain. */
-static inline VC_FN __m128i VC_NAME(ej0_sched)(const vc_aes_key *k, __m128i j0)
-{
-    const unsigned nr = k->rounds;
-#define VC_RK(i) _mm_load_si128((const __m128i *)(const void *)k->rk[i])
-    __m128i e = _mm_xor_si128(j0, VC_RK(0));
-    if (nr > 10) {
-        e = _mm_aesenc_si128(e, VC_RK(1));
-        e = _mm_aesenc_si128(e, VC_RK(2));
-        if (nr > 12) {
-            e = _mm_aesenc_si128(e, VC_RK(3));
-            e = _mm_aesenc_si128(e, VC_RK(4));
-        }
-    }
-#undef VC_RK
-    const uint8_t *kq = k->rk[nr - 9];
-#define VC_KQ(i) _mm_load_si128((const __m128i *)(const void *)(kq + 16 * (i)))
-    e = _mm_aesenc_si128(e, VC_KQ(0));
-    e = _mm_aesenc_si128(e, VC_KQ(1));
-    e = _mm_aesenc_si128(e, VC_KQ(2));
-    e = _mm_aesenc_si128(e, VC_KQ(3));
-    e = _mm_aesenc_si128(e, VC_KQ(4));
-    e = _mm_aesenc_si128(e, VC_KQ(5));
-    e = _mm_aesenc_si128(e, VC_KQ(6));
-    e = _mm_aesenc_si128(e, VC_KQ(7));
-    e = _mm_aesenc_si128(e, VC_KQ(8));
-    return _mm_aesenclast_si128(e, VC_KQ(9));
-#undef VC_KQ
-}
-
-/* VC_KEYS_AT_USE (default 0; vaes_avx2): GCM's main loop (gcm_crypt), the
- * pass and CFB128 decryption broadcast each round key from the schedule
- * where a round uses it (key_at: one load per round of the 8-vector step,
- * of the pass's round-major code and of CFB's 4-vector rounds, one per
- * round and vector of the pass's vector-by-vector code) and GCM computes
- * E(J0) with ej0_sched, instead of broadcasting all 15 keys at their start
- * (VC_KEYS_LOAD).  With 16 ymm registers, 8 of them keystream,
- * GCC stored 11 of those broadcasts to the stack and reloaded them in every
- * round anyway: 11 stores per call, and 9 reloads for E(J0) alone.  The
- * names are macros (vaes_keys_at_use.h) so that the round macros serve
- * both forms; a value used by several vectors is loaded once into a local
- * (VC_R, VC_R8, the step's last round, the pass's klv).  In-process A/B
- * (Sapphire Rapids class, AES-256, three processes, 9 pairs), the pass:
- * +7.8 to +8.3 % at 16 B, +2.9 to +6 % at 64 B, +2 to +5.6 % at 128-200 B,
- * +0.5 to +1.7 % at 256 B, +5.6 to +5.8 % at 300 B encrypt (its 44-byte
- * tail); then gcm_crypt: +1 to +4.4 % at 300-4096 B both directions, level
- * at 16-64 KiB (-0.5 to +0.6 %), 261 B less code.  (An earlier try in
- * gcm_crypt with plain intrinsic broadcasts, which the compiler may merge
- * and move, measured -2.3 to -4 % at 1300 B decrypt; this form +1.4 to
- * +2.6 % there.)  CFB128 decryption (same A/B, 15 pairs): +0.9 to +5.1 %
- * at 16-32 B, -0.7 to -1.3 % at 64 B, level at 128 B, +1.2 to +3.3 % at
- * 256-1024 B, level from 4 KiB.
- * The EVEX tiers hold every key in their 32 registers and keep
- * VC_KEYS_LOAD (E(J0) from the schedule there measured -2 to -9 % at
- * 16-256 B). */
-#ifndef VC_KEYS_AT_USE
-#define VC_KEYS_AT_USE 0
-#endif
-#if VC_KEYS_AT_USE
-/* A round key broadcast from the schedule where it is used: the asm is
- * volatile so that the compiler neither merges these loads into one value
- * held (and spilled) across the pass nor moves them to its start.  "x":
- * the VEX tier's registers. */
-static inline VC_FN vc_v VC_NAME(key_at)(const uint8_t *p)
-{
-    vc_v r;
-    __asm__ volatile("vbroadcasti128 %1, %0" : "=x"(r) : "m"(*(const uint8_t(*)[16])p));
-    return r;
-}
-#endif
-
 
 /*
  * CTR + GHASH over len bytes; returns the new GHASH state X (block order).
@@ -956,21 +984,12 @@ static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_k
                                            uint8_t *out, size_t len, int enc, uint8_t *fin)
 {
     const unsigned nr = k->rounds;
-#if VC_KEYS_AT_USE
-    const uint8_t *const km_ = k->rk[nr - 9];
-#include "vaes_keys_at_use.h" /* k0 .. kl: loads where used */
-    if (fin) {
-        const __m128i e = VC_NAME(ej0_sched)(k, _mm_loadu_si128((const __m128i *)(const void *)fin));
-        _mm_storeu_si128((__m128i *)(void *)fin, e);
-    }
-#else
     VC_KEYS_LOAD(k);
     if (fin) {
         __m128i e = _mm_loadu_si128((const __m128i *)(const void *)fin);
         VC_AES_XMM(e);
         _mm_storeu_si128((__m128i *)(void *)fin, e);
     }
-#endif
     const vc_v bs = v_bswap_mask();
     const vc_v qm = VC_NAME(q_mem)(); /* the main loop's reductions: see q_mem */
     const vc_v step = v_ctr_step();                /* +VC_L blocks, LE form */
@@ -1192,9 +1211,6 @@ static VC_NOINL __m128i VC_NAME(gcm_crypt)(const vc_aes_key *k, const vc_ghash_k
     VC_NAME(mul_k1)(&af, v_xor(S, v_lane0_load(fin + 16)), g);
     S = VC_NAME(finish)(&af);
     return _mm_xor_si128(v_lo128(v_shuf8(S, bs)), _mm_loadu_si128((const __m128i *)(const void *)fin));
-#if VC_KEYS_AT_USE
-#include "vaes_keys_at_use.h" /* the key names end */
-#endif
 }
 
 static VC_FN void VC_NAME(gcm_enc)(const vc_aes_key *k, const vc_ghash_key *g, uint8_t ctr[16],
@@ -1407,15 +1423,9 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
         r -= full;
     }
 
-#if VC_KEYS_AT_USE
-    const uint8_t *const km_ = k->rk[nr - 9];
-#include "vaes_keys_at_use.h" /* k0 .. kl: loads where used */
-    const __m128i ekj0 = VC_NAME(ej0_sched)(k, j0);
-#else
     VC_KEYS_LOAD(k);
     __m128i ekj0 = j0;
     VC_AES_XMM(ekj0);
-#endif
     const vc_v klv = kl; /* every vector's last round: one load (VC_KEYS_AT_USE) */
 
     /* Group 0: the AAD run and the first (up to) VC_SHORT_V vectors, with
@@ -1628,9 +1638,6 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     }
 #endif
     return VC_OK;
-#if VC_KEYS_AT_USE
-#include "vaes_keys_at_use.h" /* the key names end */
-#endif
 }
 
 /* An out-of-line instance of the pass for up to ov vectors. */
@@ -1782,12 +1789,7 @@ static VC_FN void VC_NAME(cfb128_dec)(const vc_aes_key *k, uint8_t iv[16], const
     if (!len)
         return;
     memcpy(iv, in + len - 16, 16); /* read before any write (in == out) */
-#if VC_KEYS_AT_USE
-    const uint8_t *const km_ = k->rk[nr - 9];
-#include "vaes_keys_at_use.h" /* k0 .. kl: loads where used */
-#else
     VC_KEYS_LOAD(k);
-#endif
     const vc_v klv = kl; /* every vector's last round: one load (VC_KEYS_AT_USE) */
     for (size_t done = 0; done < len; done += VC_BATCH) {
         const size_t r = len - done;
@@ -1820,7 +1822,22 @@ static VC_FN void VC_NAME(cfb128_dec)(const vc_aes_key *k, uint8_t iv[16], const
                              r - j * VC_W < VC_W ? r - j * VC_W : VC_W);
         }
     }
-#if VC_KEYS_AT_USE
-#include "vaes_keys_at_use.h" /* the key names end */
-#endif
 }
+
+#if VC_KEYS_AT_USE /* the key names of VC_KEYS_LOAD's at-use form end here */
+#undef k0
+#undef e0
+#undef e1
+#undef e2
+#undef e3
+#undef m0
+#undef m1
+#undef m2
+#undef m3
+#undef m4
+#undef m5
+#undef m6
+#undef m7
+#undef m8
+#undef kl
+#endif
