@@ -37,15 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vaescrypt.bench import (
-    ALL_DIRS,
-    ALL_MODES,
-    BenchError,
-    _csv,
-    _ints,
-    pin_to_one_cpu,
-    run_cli,
-)
+from vaescrypt._cli import BenchError, run_cli
+from vaescrypt.bench import ALL_DIRS, ALL_MODES, _csv, _ints, pin_to_one_cpu
 
 EXT_NAME = "vaescrypt._bench"
 EXT_FILE = "_bench.abi3.so"
