@@ -702,7 +702,7 @@ static inline VC_FN vc_v VC_NAME(key_at)(const uint8_t *p)
  * only keeps the schedule's two base pointers; the names are undefined at
  * the end of this file, so that the tier's own code does not see them. */
 #define VC_KEYS_LOAD(k)                                                                            \
-    const vc_aes_key *const ks_ = (k);                                                            \
+    const vc_aes_key *const ks_ = (k);                                                             \
     const uint8_t *const km_ = ks_->rk[nr - 9]
 #define k0 VC_NAME(key_at)(ks_->rk[0])
 #define e0 VC_NAME(key_at)(ks_->rk[1])
@@ -721,12 +721,12 @@ static inline VC_FN vc_v VC_NAME(key_at)(const uint8_t *p)
 #define kl VC_NAME(key_at)(km_ + 144)
 #else
 #define VC_KEYS_LOAD(k)                                                                            \
-    const vc_v k0 = v_bcast((k)->rk[0]), e0 = v_bcast((k)->rk[1]), e1 = v_bcast((k)->rk[2]),     \
-               e2 = v_bcast((k)->rk[3]), e3 = v_bcast((k)->rk[4]);                                \
-    const uint8_t *const km_ = (k)->rk[nr - 9];                                                   \
-    const vc_v m0 = v_bcast(km_), m1 = v_bcast(km_ + 16), m2 = v_bcast(km_ + 32),                 \
-               m3 = v_bcast(km_ + 48), m4 = v_bcast(km_ + 64), m5 = v_bcast(km_ + 80),            \
-               m6 = v_bcast(km_ + 96), m7 = v_bcast(km_ + 112), m8 = v_bcast(km_ + 128),          \
+    const vc_v k0 = v_bcast((k)->rk[0]), e0 = v_bcast((k)->rk[1]), e1 = v_bcast((k)->rk[2]),       \
+               e2 = v_bcast((k)->rk[3]), e3 = v_bcast((k)->rk[4]);                                 \
+    const uint8_t *const km_ = (k)->rk[nr - 9];                                                    \
+    const vc_v m0 = v_bcast(km_), m1 = v_bcast(km_ + 16), m2 = v_bcast(km_ + 32),                  \
+               m3 = v_bcast(km_ + 48), m4 = v_bcast(km_ + 64), m5 = v_bcast(km_ + 80),             \
+               m6 = v_bcast(km_ + 96), m7 = v_bcast(km_ + 112), m8 = v_bcast(km_ + 128),           \
                kl = v_bcast(km_ + 144)
 #endif
 
@@ -744,7 +744,7 @@ static inline VC_FN vc_v VC_NAME(key_at)(const uint8_t *p)
 #define VC_R_HEAD()                                                                                \
     do {                                                                                           \
         const vc_v k0_ = k0;                                                                       \
-        VC_UNROLL for (int j_ = 0; j_ < 4; j_++) x[j_] = v_xor(x[j_], k0_);                       \
+        VC_UNROLL for (int j_ = 0; j_ < 4; j_++) x[j_] = v_xor(x[j_], k0_);                        \
         if (nr > 10) {                                                                             \
             VC_R(e0);                                                                              \
             VC_R(e1);                                                                              \
@@ -934,23 +934,23 @@ static inline VC_FN __m128i x_aesenclast(__m128i b, __m128i k)
     do {                                                                                           \
         b = _mm_xor_si128(b, v_lo128(k0));                                                         \
         if (nr > 10) {                                                                             \
-            b = x_aesenc(b, v_lo128(e0));                                                  \
-            b = x_aesenc(b, v_lo128(e1));                                                  \
+            b = x_aesenc(b, v_lo128(e0));                                                          \
+            b = x_aesenc(b, v_lo128(e1));                                                          \
             if (nr > 12) {                                                                         \
-                b = x_aesenc(b, v_lo128(e2));                                              \
-                b = x_aesenc(b, v_lo128(e3));                                              \
+                b = x_aesenc(b, v_lo128(e2));                                                      \
+                b = x_aesenc(b, v_lo128(e3));                                                      \
             }                                                                                      \
         }                                                                                          \
-        b = x_aesenc(b, v_lo128(m0));                                                      \
-        b = x_aesenc(b, v_lo128(m1));                                                      \
-        b = x_aesenc(b, v_lo128(m2));                                                      \
-        b = x_aesenc(b, v_lo128(m3));                                                      \
-        b = x_aesenc(b, v_lo128(m4));                                                      \
-        b = x_aesenc(b, v_lo128(m5));                                                      \
-        b = x_aesenc(b, v_lo128(m6));                                                      \
-        b = x_aesenc(b, v_lo128(m7));                                                      \
-        b = x_aesenc(b, v_lo128(m8));                                                      \
-        b = x_aesenclast(b, v_lo128(kl));                                                  \
+        b = x_aesenc(b, v_lo128(m0));                                                              \
+        b = x_aesenc(b, v_lo128(m1));                                                              \
+        b = x_aesenc(b, v_lo128(m2));                                                              \
+        b = x_aesenc(b, v_lo128(m3));                                                              \
+        b = x_aesenc(b, v_lo128(m4));                                                              \
+        b = x_aesenc(b, v_lo128(m5));                                                              \
+        b = x_aesenc(b, v_lo128(m6));                                                              \
+        b = x_aesenc(b, v_lo128(m7));                                                              \
+        b = x_aesenc(b, v_lo128(m8));                                                              \
+        b = x_aesenclast(b, v_lo128(kl));                                                          \
     } while (0)
 #endif
 
@@ -1479,6 +1479,12 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     const size_t n1 = nd - nd0 + 1;
     const uint8_t *kd1 = VC_ENTRY(g->table, (int)n1);
     VC_NAME(acc) a1 = {v_zero(), v_zero(), v_zero()};
+    /* Vector j's product (d: its byte-reversed blocks) into its group's
+     * accumulator with its group's power: the rounds below and the hash
+     * loop after them both hash through this. */
+#define VC_HASH_VEC(j, d)                                                                          \
+    VC_NAME(mul)((j) < VC_SHORT_V ? &a : &a1, (d),                                                 \
+                 (j) < VC_SHORT_V ? kd + (j) * VC_W : kd1 + ((j) - VC_SHORT_V) * VC_W, 0)
     /* nh: the vectors hashed between the rounds (decryption, round-major:
      * see VC_PASS_RM); the hash loop below skips them. */
     size_t nh = 0;
@@ -1496,12 +1502,10 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
          * ciphertext vector hj (known before any AES: decryption). */
 #define VC_RM_ROUND(kr, hj)                                                                        \
     do {                                                                                           \
-        const vc_v kv_ = (kr); /* one load of an at-use key per round */                         \
+        const vc_v kv_ = (kr); /* one load of an at-use key per round */                           \
         VC_UNROLL_SHORT for (size_t j_ = 0; j_ < VC_OS_V; j_++) x[j_] = v_aesenc(x[j_], kv_);      \
         if ((hj) < nh)                                                                             \
-            VC_NAME(mul)((hj) < VC_SHORT_V ? &a : &a1, v_shuf8(v_loadu(ip + (hj) * VC_W), bs),    \
-                         (hj) < VC_SHORT_V ? kd + (hj) * VC_W : kd1 + ((hj) - VC_SHORT_V) * VC_W,  \
-                         0);                                                                       \
+            VC_HASH_VEC((hj), v_shuf8(v_loadu(ip + (hj) * VC_W), bs));                             \
     } while (0)
         if (nr > 10) {
             VC_RM_ROUND(e0, SIZE_MAX);
@@ -1574,9 +1578,9 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
             }
         }
 #endif
-        VC_NAME(mul)(j < VC_SHORT_V ? &a : &a1, v_shuf8(d, bs),
-                     j < VC_SHORT_V ? kd + j * VC_W : kd1 + (j - VC_SHORT_V) * VC_W, 0);
+        VC_HASH_VEC(j, v_shuf8(d, bs));
     }
+#undef VC_HASH_VEC
     if (ov > VC_SHORT_V && nd > nd0) { /* group 1: a1 + [S0 | len] times [K(n1) | K1] */
         S = VC_NAME(finish)(&a);
         a = a1;
