@@ -58,6 +58,10 @@ typedef struct vc_gcm_dir {
     const vc_aes_key *aes;
     const vc_ghash_key *g;
     int enc; /* 1: encrypt, 0: decrypt */
+    /* 1: an encryption of 6-8 vectors may run the pass round by round on a
+     * tier that leaves that to the CPU (VC_RM_ENC 2); set from the CPU's
+     * vendor when the key is made (see vc_gcm_key_new). */
+    int round_major;
 } vc_gcm_dir;
 
 /* A whole GCM message with a 12-byte IV in one call: see vc_tier.gcm_oneshot.

@@ -53,8 +53,10 @@
 #define VC_SHORT_V 8
 /* The main loop runs two batches (8 ymm vectors) per step: see VC_DBL. */
 #define VC_DBL 1
-/* The pass runs 6-8 vector messages round by round: see VC_PASS_RM. */
+/* The pass runs 6-8 vector messages round by round: see VC_PASS_RM.
+ * Encryption only on AMD (the key's round_major, VC_RM_ENC 2): see there. */
 #define VC_PASS_RM 1
+#define VC_RM_ENC 2
 
 /* E(J0)'s xmm rounds in their EVEX form: see x_aesenc. */
 #define VC_X_AES_EVEX 1

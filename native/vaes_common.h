@@ -238,7 +238,27 @@
  * decryption -1.1 to +2.1 % (level); a1 alone, group 1 still hashed after
  * the rounds, measured decryption -0.6 to -2.7 %.  +424 B of GCM text.
  * VC_RM_ENC 0 keeps encryption vector by vector there: round by round it
- * measured -9 to -10 % at 400-448 B on Zen 4. */
+ * measured -9 to -10 % at 400-448 B on Zen 4.
+ *
+ * VC_RM_ENC 2 (avx10_256) leaves an encryption's order to the key's
+ * round_major, which vc_gcm_key_new sets on AMD only: the A/B above was
+ * Zen 4's, and on a Sapphire Rapids class Xeon the same round-major
+ * encryption is what cost avx10_256 13.9 % at 192 B, 8.6 % at 224 B and
+ * 4.5 % at 256 B (433fa7d against its parent).  An encryption cannot hash
+ * a vector before its AES ends.  Vector by vector, the first vectors end
+ * early and their multiplies run beside the later vectors' rounds; round
+ * by round, every vector ends at once and all the multiplies come after.
+ * Which wins depends on the core, and we have measured one core of each
+ * vendor.  In-process A/B on the Sapphire Rapids class host (AES-256,
+ * three processes, 15 pairs) against round by round for every vendor:
+ * vector by vector there measured +22.5 to +23.5 % at 192 B, +16.6 to
+ * +18.3 % at 224 B, +12.6 to +12.9 % at 256 B and +8.5 to +8.7 % at 480 B
+ * (a 224 B tail) encrypt, +6.4 to +19.4 % with AES-128; decryption at
+ * 16-160 B -0 to -1.9 % and avx512's 16 B decrypt (avx10_256's pass)
+ * -2 %, the rest level.  The AMD order, timed on the same host under the
+ * zen4 profile (`sdematrix exec --cpu zen4 -- python -m vaescrypt.bench_ab
+ * ...`), measured -0.5 to -2.2 % at 192-480 B encrypt: the encrypt branch
+ * now also compiles all 8 vectors vector by vector (+354 B). */
 #ifndef VC_PASS_RM
 #define VC_PASS_RM 0
 #endif
@@ -1350,7 +1370,8 @@ static inline VC_FN int VC_NAME(os_fits)(size_t aad_len, size_t len)
 static inline __attribute__((always_inline)) VC_FN int
 VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t iv[12],
                       const uint8_t *aad, size_t aad_len, const uint8_t *in, uint8_t *out,
-                      size_t len, uint8_t *tag, size_t tag_len, int enc, const size_t ov)
+                      size_t len, uint8_t *tag, size_t tag_len, int enc, int round_major,
+                      const size_t ov)
 {
     const unsigned nr = k->rounds;
     const vc_v bs = v_bswap_mask();
@@ -1488,7 +1509,8 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     /* nh: the vectors hashed between the rounds (decryption, round-major:
      * see VC_PASS_RM); the hash loop below skips them. */
     size_t nh = 0;
-    const int rm = VC_PASS_RM && ov == 8 && (VC_RM_ENC || !enc);
+    const int rm = VC_PASS_RM && ov == 8 &&
+                   (!enc || VC_RM_ENC == 1 || (VC_RM_ENC == 2 && round_major));
     if (rm && nv >= VC_RM_MIN) {
         const vc_v k0v = k0; /* one load (VC_KEYS_AT_USE) */
         VC_UNROLL_SHORT
@@ -1529,7 +1551,7 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
         VC_UNROLL_SHORT
         for (size_t j = 0; j < VC_OS_V; j++) {
             x[j] = v_zero();
-            if (j < (rm && VC_RM_ENC ? VC_RM_MIN - 1 : ov) && j < nv) {
+            if (j < (rm && VC_RM_ENC == 1 ? VC_RM_MIN - 1 : ov) && j < nv) {
                 x[j] = v_shuf8(c, bs);
                 c = v_add32(c, step);
                 VC_AES_NOLAST(x[j]);
@@ -1652,7 +1674,7 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
     {                                                                                              \
         (void)iv_len;                                                                              \
         return VC_NAME(oneshot_core)(d->aes, d->g, iv, aad, aad_len, in, out, len, tag, tag_len,   \
-                                     d->enc, (ov));                                                \
+                                     d->enc, d->round_major, (ov));                                \
     }
 
 #if VC_OS_V > VC_SHORT_V
