@@ -12,7 +12,10 @@ import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sdematrix.backends.ptrace.backend import PtraceBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_MATRIX = ROOT / "sde_matrix.yaml"
@@ -102,6 +105,28 @@ def read_junit(path: Path) -> dict[str, JunitCase]:
 
 
 # ------------------------------------------------------------ the host --
+
+
+def fault_mode_skip_reason() -> str | None:
+    """Why this host cannot run the tracer's "fault" CPUID mode, or None."""
+    from sdematrix.backends.ptrace.backend import cpuid_faulting_available
+
+    why = cpuid_faulting_available()
+    return None if why is True else f"host has no CPUID faulting ({why})"
+
+
+def usable_ptrace(b: PtraceBackend) -> PtraceBackend:
+    """`b` if its self-test passed; a skip when the kernel forbids ptrace or
+    the host is not x86-64 Linux; a failure when the tracer is broken (that
+    is a bug, not a host limit)."""
+    import pytest
+
+    reason = b.unavailable_reason()
+    if reason is not None:
+        if reason.startswith("ptrace not permitted") or "Linux x86-64" in reason:
+            pytest.skip(reason)
+        pytest.fail(reason)
+    return b
 
 
 def ptrace_skip_reason(matrix: Path, models: list[str]) -> str | None:

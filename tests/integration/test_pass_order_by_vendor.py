@@ -24,9 +24,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from doubles.sdematrix_cli import fault_mode_skip_reason, usable_ptrace
 
 from sdematrix.backends.probe import probe_command
-from sdematrix.backends.ptrace.backend import PtraceBackend, cpuid_faulting_available
+from sdematrix.backends.ptrace.backend import PtraceBackend
 from sdematrix.spec.matrix_file import load_matrix
 from sdematrix.spec.models import Cell
 
@@ -52,16 +53,10 @@ def backend(request: pytest.FixtureRequest) -> PtraceBackend:
     """The ptrace backend in each CPUID mode ("fault" only where the kernel
     has CPUID faulting); a tracer that fails its self-test is a failure."""
     if request.param == "fault":
-        why = cpuid_faulting_available()
-        if why is not True:
-            pytest.skip(f"host has no CPUID faulting ({why})")
-    b = PtraceBackend(cpuid_mode=str(request.param))
-    reason = b.unavailable_reason()
-    if reason is not None:
-        if reason.startswith("ptrace not permitted") or "Linux x86-64" in reason:
-            pytest.skip(reason)
-        pytest.fail(reason)
-    return b
+        why = fault_mode_skip_reason()
+        if why is not None:
+            pytest.skip(why)
+    return usable_ptrace(PtraceBackend(cpuid_mode=str(request.param)))
 
 
 @pytest.mark.parametrize("cpu", sorted(ROUND_MAJOR))

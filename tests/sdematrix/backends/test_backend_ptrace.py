@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from doubles.sdematrix_cli import usable_ptrace
 from test_tracer import (  # noqa: F401  (fixture re-export)
     _host_has,
     cpuid_mode,
@@ -30,21 +31,10 @@ from sdematrix.spec.models import Cell
 CELL = Cell("hswish", "gcm", "encrypt", 128, 16)
 
 
-def _available(b: PtraceBackend) -> PtraceBackend:
-    """`b` if its self-test passed; a skip when the kernel forbids ptrace; a
-    failure when the tracer is broken (that is a bug, not a host limit)."""
-    reason = b.unavailable_reason()
-    if reason is not None:
-        if reason.startswith("ptrace not permitted") or "Linux x86-64" in reason:
-            pytest.skip(reason)
-        pytest.fail(reason)
-    return b
-
-
 @pytest.fixture
 def backend(built: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> PtraceBackend:
     monkeypatch.setenv("SDEMATRIX_TRACER", str(built["tracer"]))
-    return _available(PtraceBackend())
+    return usable_ptrace(PtraceBackend())
 
 
 @pytest.fixture
@@ -55,7 +45,7 @@ def moded_backend(
 ) -> PtraceBackend:
     """The backend in each CPUID mode ("fault" skips where the kernel lacks it)."""
     monkeypatch.setenv("SDEMATRIX_TRACER", str(built["tracer"]))
-    return _available(PtraceBackend(cpuid_mode=cpuid_mode))
+    return usable_ptrace(PtraceBackend(cpuid_mode=cpuid_mode))
 
 
 def test_self_test_passes_in_each_mode(moded_backend: PtraceBackend, cpuid_mode: str) -> None:  # noqa: F811

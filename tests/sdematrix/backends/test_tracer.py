@@ -19,10 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from doubles.sdematrix_cli import fault_mode_skip_reason
 
 from sdematrix.backends.ptrace.backend import (
     TracerOutput,
-    cpuid_faulting_available,
     parse_tracer_output,
 )
 from sdematrix.backends.ptrace.profile import image_sites, program_images, write_profile
@@ -90,12 +90,6 @@ def timeout_scale() -> float:
 def scaled(seconds: float) -> float:
     """A timeout of `seconds` on real hardware, scaled by timeout_scale()."""
     return seconds * timeout_scale()
-
-
-def fault_mode_skip_reason() -> str | None:
-    """Why this host cannot run the tracer's "fault" CPUID mode, or None."""
-    why = cpuid_faulting_available()
-    return None if why is True else f"host has no CPUID faulting ({why})"
 
 
 @pytest.fixture(params=["bp", "fault"])
