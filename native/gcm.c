@@ -145,10 +145,10 @@ int vc_gcm_key_new(vc_gcm_key **out, const uint8_t *key, size_t key_len, int imp
 
     /* Whether the one-shot pass may run an encryption round by round where
      * the tier leaves it to the CPU (VC_RM_ENC 2: see VC_PASS_RM).  The
-     * vendor is a stand-in for the core: the two orders were measured on
-     * an AMD Zen 4 and an Intel Sapphire Rapids class core, and each
-     * vendor's cores schedule alike enough for its measurement to be the
-     * best guess for its other parts. */
+     * vendor stands in for the core: the two orders were measured on one
+     * AMD core (Zen 4) and one Intel core (Sapphire Rapids class), and each
+     * measurement is taken as the best guess for its vendor's other cores,
+     * an assumption, not a measurement. */
     const int round_major = strcmp(vc_cpu_features_get()->vendor, "AuthenticAMD") == 0;
 
     /* H = E_K(0^128); each distinct tier lays out its own table from it. */
