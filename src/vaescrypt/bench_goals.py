@@ -20,7 +20,10 @@ size, both directions, in two runs in a row:
 
 Exit status of that command: 0 every goal met in every run, on Zen 4;
 1 some cell below its goal (or not measured); 3 the runs were not taken on
-Zen 4, so nothing is judged; 2 bad input (one line on stderr).
+Zen 4, so nothing is judged; 2 bad input (one line on stderr).  A run
+whose CPUID was presented (the process traced, or the kernel reporting
+another CPU: `sdematrix exec --cpu zen4 -- python -m vaescrypt.bench`
+reads Zen 4 on any host) is not taken on Zen 4 either.
 """
 
 from __future__ import annotations
@@ -64,11 +67,20 @@ class GoalsError(BenchError):
 @dataclass(frozen=True)
 class Machine:
     """A CPU's identity as the dispatcher reads it from CPUID (display
-    family and model: the extended fields folded in)."""
+    family and model: the extended fields folded in), and what says whether
+    that reading is the CPU the process ran on: the kernel's reading
+    (/proc/cpuinfo, taken from CPUID at boot) and the process's tracer.  A
+    process whose CPUID is presented to it (`sdematrix exec --cpu zen4`,
+    Intel SDE, a debugger) reads a model it does not run on, and a run
+    taken there says nothing about that model's speed."""
 
     vendor: str
     family: int | None
     model: int | None
+    kernel_vendor: str | None = None
+    kernel_family: int | None = None
+    kernel_model: int | None = None
+    tracer_pid: int | None = None
 
     @property
     def is_zen4(self) -> bool:
@@ -79,11 +91,36 @@ class Machine:
             and any(self.model in r for r in _ZEN4_MODELS)
         )
 
+    @property
+    def not_real(self) -> str | None:
+        """Why the CPUID reading may not be the CPU the run was taken on
+        (None: the kernel read the same CPU and no tracer was attached)."""
+        if self.kernel_vendor is None or self.tracer_pid is None:
+            return "the kernel's view of the CPU was not recorded"
+        if self.tracer_pid != 0:
+            return (
+                f"the process was traced (TracerPid {self.tracer_pid}): its CPUID may be presented"
+            )
+        kernel = (self.kernel_vendor, self.kernel_family, self.kernel_model)
+        if kernel != (self.vendor, self.family, self.model):
+            fam = f"{self.kernel_family:#x}" if self.kernel_family is not None else "?"
+            mod = f"{self.kernel_model:#x}" if self.kernel_model is not None else "?"
+            return f"CPUID was presented: the kernel reports {self.kernel_vendor} family {fam}, model {mod}"
+        return None
+
+    @property
+    def judged(self) -> bool:
+        """A run on this machine is judged against the goals."""
+        return self.is_zen4 and self.not_real is None
+
     def describe(self) -> str:
         fam = f"{self.family:#x}" if self.family is not None else "?"
         mod = f"{self.model:#x}" if self.model is not None else "?"
         what = "Zen 4" if self.is_zen4 else "not Zen 4"
-        return f"{self.vendor or 'unknown vendor'} family {fam}, model {mod} ({what})"
+        text = f"{self.vendor or 'unknown vendor'} family {fam}, model {mod} ({what})"
+        if self.is_zen4 and self.not_real is not None:
+            text += f"; not judged: {self.not_real}"
+        return text
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,21 +129,64 @@ class Machine:
     def from_json(d: Mapping[str, Any] | None) -> Machine | None:
         if not isinstance(d, Mapping):
             return None
-        fam, mod = d.get("family"), d.get("model")
+
+        def num(key: str) -> int | None:
+            v = d.get(key)
+            return v if type(v) is int else None
+
+        kv = d.get("kernel_vendor")
         return Machine(
             vendor=str(d.get("vendor") or ""),
-            family=fam if isinstance(fam, int) else None,
-            model=mod if isinstance(mod, int) else None,
+            family=num("family"),
+            model=num("model"),
+            kernel_vendor=kv if isinstance(kv, str) else None,
+            kernel_family=num("kernel_family"),
+            kernel_model=num("kernel_model"),
+            tracer_pid=num("tracer_pid"),
         )
+
+
+def _kernel_cpu(cpuinfo: str) -> tuple[str | None, int | None, int | None]:
+    """vendor_id, cpu family and model of the first processor in
+    /proc/cpuinfo's text (None for a field it lacks)."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            break  # the first processor's block ends
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+
+    def num(key: str) -> int | None:
+        v = fields.get(key, "")
+        return int(v) if v.isdigit() else None
+
+    return fields.get("vendor_id"), num("cpu family"), num("model")
+
+
+def _tracer_pid(status: str) -> int | None:
+    """TracerPid from /proc/self/status's text."""
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key == "TracerPid" and value.strip().isdigit():
+            return int(value.strip())
+    return None
 
 
 def this_machine() -> Machine:
     """The CPU this process runs on (vaescrypt.cpu_info(): the dispatcher's
-    own CPUID reading)."""
+    own CPUID reading), with the kernel's reading and the tracer beside it."""
     from vaescrypt._dispatch import cpu_info
 
     info = cpu_info()
-    return Machine(vendor=info.vendor, family=info.family, model=info.model)
+    try:
+        kv, kf, km = _kernel_cpu(Path("/proc/cpuinfo").read_text())
+    except OSError:
+        kv, kf, km = None, None, None
+    try:
+        tracer = _tracer_pid(Path("/proc/self/status").read_text())
+    except OSError:
+        tracer = None
+    return Machine(info.vendor, info.family, info.model, kv, kf, km, tracer)
 
 
 @dataclass
@@ -137,8 +217,9 @@ class Verdict:
 
     @property
     def judged(self) -> bool:
-        """Every run was taken on the goals' machine class."""
-        return bool(self.machines) and all(m is not None and m.is_zen4 for m in self.machines)
+        """Every run was taken on the goals' machine class (really: see
+        Machine.not_real)."""
+        return bool(self.machines) and all(m is not None and m.judged for m in self.machines)
 
     @property
     def below(self) -> list[Cell]:

@@ -16,13 +16,20 @@ import vaescrypt
 from vaescrypt import bench, bench_goals
 from vaescrypt.bench_goals import GOALS, SIZES, Machine, judge, render
 
+
+def real(vendor: str, family: int, model: int) -> Machine:
+    """A machine as a run on that CPU records it: the kernel read the same
+    CPU, and no tracer was attached."""
+    return Machine(vendor, family, model, vendor, family, model, 0)
+
+
 # (vendor, display family, display model) of real parts, as CPUID leaf 1
 # decodes them (the dispatcher's cpu_info()).
-ZEN4_GENOA = Machine("AuthenticAMD", 0x19, 0x11)  # EPYC 9R14: the issue's VM
-ZEN4_RAPHAEL = Machine("AuthenticAMD", 0x19, 0x61)  # Ryzen 9 7950X
-ZEN3_MILAN = Machine("AuthenticAMD", 0x19, 0x01)  # same family, a Zen 3 model
-ZEN5_TURIN = Machine("AuthenticAMD", 0x1A, 0x02)
-INTEL_SPR = Machine("GenuineIntel", 0x6, 0x8F)
+ZEN4_GENOA = real("AuthenticAMD", 0x19, 0x11)  # EPYC 9R14: the issue's VM
+ZEN4_RAPHAEL = real("AuthenticAMD", 0x19, 0x61)  # Ryzen 9 7950X
+ZEN3_MILAN = real("AuthenticAMD", 0x19, 0x01)  # same family, a Zen 3 model
+ZEN5_TURIN = real("AuthenticAMD", 0x1A, 0x02)
+INTEL_SPR = real("GenuineIntel", 0x6, 0x8F)
 
 
 @pytest.mark.parametrize(
@@ -50,9 +57,50 @@ def test_description_and_json_round_trip() -> None:
     assert Machine.from_json(None) is None
 
 
+# A Zen 4 reading is judged only when it is the CPU the run was taken on.
+PRESENTED = Machine("AuthenticAMD", 0x19, 0x11, "GenuineIntel", 0x6, 0xA7, 0)
+TRACED = Machine("AuthenticAMD", 0x19, 0x11, "AuthenticAMD", 0x19, 0x11, 4242)
+UNRECORDED = Machine("AuthenticAMD", 0x19, 0x11)  # a run from before the kernel view was kept
+
+
+@pytest.mark.parametrize(
+    ("machine", "why"),
+    [
+        (ZEN4_GENOA, None),
+        (PRESENTED, "CPUID was presented: the kernel reports GenuineIntel family 0x6, model 0xa7"),
+        (TRACED, "the process was traced (TracerPid 4242): its CPUID may be presented"),
+        (UNRECORDED, "the kernel's view of the CPU was not recorded"),
+    ],
+)
+def test_only_a_real_zen4_is_judged(machine: Machine, why: str | None) -> None:
+    assert machine.is_zen4
+    assert machine.not_real == why
+    assert machine.judged is (why is None)
+    assert Machine.from_json(machine.as_json()) == machine
+    v = judge([_rows()], [machine])
+    assert v.judged is (why is None) and v.exit_code() == (0 if why is None else 3)
+    assert (f"; not judged: {why}" in machine.describe()) is (why is not None)
+
+
+def test_kernel_view_and_tracer_parsers() -> None:
+    cpuinfo = (
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+        "model name\t: AMD EPYC 9R14\n\nprocessor\t: 1\nvendor_id\t: GenuineIntel\n"
+    )
+    assert bench_goals._kernel_cpu(cpuinfo) == ("AuthenticAMD", 25, 17)
+    assert bench_goals._kernel_cpu("processor\t: 0\n") == (None, None, None)
+    assert bench_goals._tracer_pid("Name:\tpython3\nTracerPid:\t0\n") == 0
+    assert bench_goals._tracer_pid("Name:\tpython3\nTracerPid:\t731\n") == 731
+    assert bench_goals._tracer_pid("Name:\tpython3\n") is None
+
+
 def test_this_machine_is_the_dispatchers_reading() -> None:
     info = vaescrypt.cpu_info()
-    assert bench_goals.this_machine() == Machine(info.vendor, info.family, info.model)
+    m = bench_goals.this_machine()
+    assert (m.vendor, m.family, m.model) == (info.vendor, info.family, info.model)
+    # this test process runs on the CPU it reads, untraced
+    assert (m.kernel_vendor, m.kernel_family, m.kernel_model) == (m.vendor, m.family, m.model)
+    assert m.tracer_pid == 0 and m.not_real is None
 
 
 def test_goal_table_is_issue_23s() -> None:
