@@ -64,6 +64,13 @@ class GoalsError(BenchError):
     """Bad input to the verdict: one line for the user, exit 2 (run_cli)."""
 
 
+def _cpu_name(vendor: str | None, family: int | None, model: int | None) -> str:
+    """ "GenuineIntel family 0x6, model 0xa7" ("?" for what is not known)."""
+    fam = f"{family:#x}" if family is not None else "?"
+    mod = f"{model:#x}" if model is not None else "?"
+    return f"{vendor or 'unknown vendor'} family {fam}, model {mod}"
+
+
 @dataclass(frozen=True)
 class Machine:
     """A CPU's identity as the dispatcher reads it from CPUID (display
@@ -103,9 +110,7 @@ class Machine:
             )
         kernel = (self.kernel_vendor, self.kernel_family, self.kernel_model)
         if kernel != (self.vendor, self.family, self.model):
-            fam = f"{self.kernel_family:#x}" if self.kernel_family is not None else "?"
-            mod = f"{self.kernel_model:#x}" if self.kernel_model is not None else "?"
-            return f"CPUID was presented: the kernel reports {self.kernel_vendor} family {fam}, model {mod}"
+            return f"CPUID was presented: the kernel reports {_cpu_name(*kernel)}"
         return None
 
     @property
@@ -114,10 +119,8 @@ class Machine:
         return self.is_zen4 and self.not_real is None
 
     def describe(self) -> str:
-        fam = f"{self.family:#x}" if self.family is not None else "?"
-        mod = f"{self.model:#x}" if self.model is not None else "?"
         what = "Zen 4" if self.is_zen4 else "not Zen 4"
-        text = f"{self.vendor or 'unknown vendor'} family {fam}, model {mod} ({what})"
+        text = f"{_cpu_name(self.vendor, self.family, self.model)} ({what})"
         if self.is_zen4 and self.not_real is not None:
             text += f"; not judged: {self.not_real}"
         return text

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 if TYPE_CHECKING:
     from sdematrix.backends.ptrace.backend import PtraceBackend
 
@@ -119,8 +121,6 @@ def usable_ptrace(b: PtraceBackend) -> PtraceBackend:
     """`b` if its self-test passed; a skip when the kernel forbids ptrace or
     the host is not x86-64 Linux; a failure when the tracer is broken (that
     is a bug, not a host limit)."""
-    import pytest
-
     reason = b.unavailable_reason()
     if reason is not None:
         if reason.startswith("ptrace not permitted") or "Linux x86-64" in reason:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from doubles.sdematrix_cli import (
@@ -21,7 +22,7 @@ from doubles.sdematrix_cli import (
     run_cli,
 )
 
-from vaescrypt.bench_goals import Machine
+from vaescrypt.bench_goals import Machine, _kernel_cpu
 
 CODE = (
     "import json; from vaescrypt.bench_goals import this_machine; "
@@ -45,5 +46,8 @@ def test_a_presented_zen4_is_recorded_and_not_judged(mode: str) -> None:
     line = next(x for x in r.stdout.splitlines() if x.startswith("machine="))
     m = Machine.from_json(json.loads(line.removeprefix("machine=")))
     assert m is not None and m.is_zen4, line
+    # the kernel's reading is this host's, whatever the process was shown
+    host = _kernel_cpu(Path("/proc/cpuinfo").read_text())
+    assert (m.kernel_vendor, m.kernel_family, m.kernel_model) == host, line
     assert m.tracer_pid, line
     assert not m.judged and m.not_real is not None and "traced" in m.not_real
