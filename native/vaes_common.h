@@ -253,9 +253,10 @@
  * three processes, 15 pairs) against round by round for every vendor:
  * vector by vector there measured +22.5 to +23.5 % at 192 B, +16.6 to
  * +18.3 % at 224 B, +12.6 to +12.9 % at 256 B and +8.5 to +8.7 % at 480 B
- * (a 224 B tail) encrypt, +6.4 to +19.4 % with AES-128; decryption at
- * 16-160 B -0 to -1.9 % and avx512's 16 B decrypt (avx10_256's pass)
- * -2 %, the rest level.  The AMD order, timed on the same host under the
+ * (a 224 B tail) encrypt (AES-128, one process: +6.4 to +19.4 %);
+ * decryption at 16-160 B -0 to -1.9 % and avx512's 16 B decrypt
+ * (avx10_256's pass) -2 %, every other point of the three paths -1.0 to
+ * +1.8 % (avx10_256 160 B encrypt +1.3 to +1.8 %).  The AMD order, timed on the same host under the
  * zen4 profile (`sdematrix exec --cpu zen4 -- python -m vaescrypt.bench_ab
  * ...`), measured -0.5 to -2.2 % at 192-480 B encrypt: the encrypt branch
  * now also compiles all 8 vectors vector by vector (+354 B). */
