@@ -91,8 +91,9 @@ def test_truncated_tags_checked_byte_exact(impl: str) -> None:
 
 
 # Messages the main loop takes whole (a multiple of its step: 256 bytes on
-# every wide tier), where the one-shot encrypt has the loop finish the tag
-# (E(J0) and the length block inside it), and a non-multiple beside each.
+# every wide tier), where the one-shot encrypt (on avx512 the decrypt too)
+# has the loop finish the tag (E(J0) and the length block inside it), and a
+# non-multiple beside each.
 WHOLE_LOOP_LENGTHS = (512, 768, 1024, 1280, 1536, 2048, 2304, 4096, 4352, 8192, 513, 1279, 4111)
 
 
