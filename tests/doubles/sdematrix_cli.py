@@ -117,28 +117,39 @@ def fault_mode_skip_reason() -> str | None:
     return None if why is True else f"host has no CPUID faulting ({why})"
 
 
+def _host_limit(reason: str) -> str:
+    """`reason` (a backend's unavailable_reason) when it is a host limit
+    (Kind.HOST_LIMIT: the kernel forbids ptrace, not x86-64 Linux, no CPUID
+    faulting), to skip with; a test failure when the backend is broken (a
+    bug, not a host limit).  Read from the reason's kind, as every consumer
+    of sdematrix's reasons does, never from its text."""
+    from sdematrix.verdict.reasons import Kind, Reason
+
+    if isinstance(reason, Reason) and reason.kind is Kind.HOST_LIMIT:
+        return str(reason)
+    pytest.fail(f"ptrace backend broken: {reason}")
+
+
 def usable_ptrace(b: PtraceBackend) -> PtraceBackend:
-    """`b` if its self-test passed; a skip when the kernel forbids ptrace or
-    the host is not x86-64 Linux; a failure when the tracer is broken (that
-    is a bug, not a host limit)."""
+    """`b` if its self-test passed; a skip for a host limit, a failure for a
+    broken tracer (see _host_limit)."""
     reason = b.unavailable_reason()
     if reason is not None:
-        if reason.startswith("ptrace not permitted") or "Linux x86-64" in reason:
-            pytest.skip(reason)
-        pytest.fail(reason)
+        pytest.skip(_host_limit(reason))
     return b
 
 
 def ptrace_skip_reason(matrix: Path, models: list[str]) -> str | None:
     """Why the ptrace backend cannot run `models` of `matrix` on this host
-    (None: it can)."""
+    (None: it can); a test failure when the tracer is broken (see
+    _host_limit)."""
     from sdematrix.backends.ptrace.backend import PtraceBackend
     from sdematrix.spec.matrix_file import load_matrix
 
     backend = PtraceBackend()
     why = backend.unavailable_reason()
     if why is not None:
-        return f"ptrace backend unavailable: {why}"
+        return f"ptrace backend unavailable: {_host_limit(why)}"
     m = load_matrix(matrix)
     for name in models:
         why = backend.cannot_run(m.models[name])

@@ -23,14 +23,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from doubles.sdematrix_cli import fault_mode_skip_reason, usable_ptrace
+from doubles.sdematrix_cli import SHIPPED_MATRIX, fault_mode_skip_reason, usable_ptrace
 
 from sdematrix.backends.probe import expected_digest, probe_command
 from sdematrix.backends.ptrace.backend import PtraceBackend
 from sdematrix.spec.matrix_file import load_matrix
 from sdematrix.spec.models import Cell
 
-ROOT = Path(__file__).resolve().parent.parent.parent
 MIDDLE_ROUNDS = 13  # AES-256: 14 rounds, the last one VAESENCLAST
 # The shipped profiles and the order each vendor gets.
 ROUND_MAJOR = {"zen4": True, "icl": False}
@@ -56,7 +55,7 @@ def backend(request: pytest.FixtureRequest) -> PtraceBackend:
 def test_encryption_order_follows_the_vendor(
     backend: PtraceBackend, cpu: str, tmp_path: Path
 ) -> None:
-    model = load_matrix(ROOT / "sde_matrix.yaml").models[cpu]
+    model = load_matrix(SHIPPED_MATRIX).models[cpu]
     why = backend.cannot_run(model)
     if why is not None:
         pytest.skip(why)
