@@ -209,8 +209,8 @@
  * +4.5 to +4.7 %, +4.3 to +4.5 %, +5.0 to +5.3 %, +1.1 to +4.1 %; other
  * points of both directions level (-0.4 to +0.9 %); +64 B.  Not on
  * avx10_256, whose decryptions of this length are gcm_whole's: there the
- * dead branch moved its pass's registers (encrypt -1.4 % at 128 B, -4.5 %
- * at 256 B).  Not measured on Zen 4, where gcm_whole's decryption through
+ * dead branch moved its pass's registers (encrypt -1.4 to -1.5 % at
+ * 128 B, -0.5 to -4.7 % at 256 B, three processes).  Not measured on Zen 4, where gcm_whole's decryption through
  * fin measured level on vaes_avx2 and 3-5 % slower on avx10_256 at
  * 384-1024 B (see gcm_whole): an A/B there of VC_PASS_FIN 1 against 2 on
  * avx512 at 768 B-4 KiB decides whether it stays. */
