@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import SdeMatrixError
 from ..evidence.dispatcher_features import dispatcher_features, feature_names
+from ..spec.caches import describe_caches, descriptor_leaf
 from ..spec.matrix_file import select_cpus
 from ..spec.models import DIRECTIONS, MODES, Matrix
 
@@ -174,6 +175,7 @@ def explain(matrix: Matrix, cpu: str) -> str:
         + (f"; AVX10.{feats.avx10_version}" if feats.avx10_version else "")
         + ")",
         f"  dispatcher features: {' '.join(feats.features) or '(none)'}",
+        f"  caches (CPUID leaf {descriptor_leaf(model):#x}): {describe_caches(model)}",
         f"  {'cell':<16} {'chosen':<10} {'expected':<10} why",
     ]
     bad = 0
