@@ -52,11 +52,8 @@ class Cache:
 
 
 def _size_text(n: int) -> str:
-    if n % (1 << 20) == 0:
-        return f"{n >> 20} MiB"
-    if n >= 1 << 20:
-        return f"{n / (1 << 20):.1f} MiB"
-    return f"{n >> 10} KiB"
+    """Whole MiB as MiB, anything else exact in KiB (1280 KiB, not "1.2 MiB")."""
+    return f"{n >> 20} MiB" if n % (1 << 20) == 0 else f"{n >> 10} KiB"
 
 
 def _max_leaf(model: CpuModel, base: int) -> int:

@@ -8,6 +8,7 @@ from doubles.sdematrix_cli import SHIPPED_MATRIX
 
 from sdematrix.cli.explain import explain
 from sdematrix.spec.caches import (
+    Cache,
     descriptor_leaf,
     ext_l2_l3,
     presented_caches,
@@ -51,6 +52,9 @@ def test_decoding_follows_the_sdm() -> None:
     assert descriptor_leaf(amd) == 0x8000001D
     assert [c.name for c in presented_caches(amd)] == ["L1d"]
     assert ext_l2_l3(amd) == (1 << 20, 32 << 20)
+    # sizes print exactly: whole MiB as MiB, anything else in KiB
+    assert Cache(2, "", 1280 << 10, 20, 64, 2).describe() == "L2 1280 KiB 20-way"
+    assert Cache(3, "", 54 << 20, 12, 64, 72).describe() == "L3 54 MiB 12-way"
 
 
 @pytest.mark.parametrize("cpu", sorted(MATRIX.models))
