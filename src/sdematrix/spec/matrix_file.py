@@ -319,6 +319,27 @@ def _check_vector_bits(
         )
 
 
+def _check_address_sizes(
+    name: str, raw: Mapping[str, Any], leaves: Mapping[tuple[int, int], CpuidLeaf]
+) -> None:
+    """0x80000008:EAX[15:8], the linear-address width, is 57 exactly when
+    7.0:ECX.LA57 (bit 16) is set and 48 otherwise (SDM Vol. 3A 4.1.1;
+    every public dump of an LA57 part reads 57: spr, emr, gnr, icx and the
+    EPYC 9124 its profiles cite).  A width left zero is not checked."""
+    e8 = leaves.get((0x80000008, 0))
+    linear = (e8.eax >> 8) & 0xFF if e8 is not None else 0
+    if not linear:
+        return
+    want = 57 if _bit(leaves, 7, 0, "ecx", 16) else 48
+    if linear != want:
+        at = next(i for i, lr in enumerate(raw["cpuid"]["leaves"]) if lr["leaf"] == 0x80000008)
+        raise Located(
+            _at(name, "cpuid", "leaves", at),
+            f"model '{name}': CPUID.80000008H:EAX says {linear}-bit linear addresses "
+            f"but 7.0:ECX.LA57={int(want == 57)} makes them {want}",
+        )
+
+
 def build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
     """One ``models:`` entry, its CPUID checked against its other facts in this order."""
     leaves = _model_leaves(name, raw["cpuid"])
@@ -327,6 +348,7 @@ def build_model(name: str, raw: Mapping[str, Any]) -> CpuModel:
     avx10, avx10_512 = _check_avx10(name, leaves, l0.eax)
     isa = _check_isa(name, raw, leaves, avx10)
     _check_vector_bits(name, raw, leaves, avx10, avx10_512)
+    _check_address_sizes(name, raw, leaves)
     return CpuModel(
         name=name,
         title=str(raw["title"]),

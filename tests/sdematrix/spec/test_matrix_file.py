@@ -38,6 +38,7 @@ BAD_WORDS = {
     "bad_isa_vs_cpuid.yaml": "lacks AES",
     "bad_xcr0.yaml": "OSXSAVE",
     "bad_class_overlap.yaml": "'gcm.decrypt' is in class",
+    "bad_address_width.yaml": "57-bit linear addresses but 7.0:ECX.LA57=0 makes them 48",
 }
 
 
