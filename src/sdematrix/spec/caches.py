@@ -18,10 +18,9 @@ Leaves, as the SDM (Vol. 2A, CPUID) and AMD's APM (Vol. 3, CPUID) define them:
 * 0x80000006 ECX: L2 size in KiB in [31:16], line size in [7:0] (both
   vendors); EDX[31:18]: L3 size in 512 KiB units (AMD only).
 
-A leaf counts only at or below the profile's max basic / extended leaf: above
-it an Intel CPU answers the highest basic leaf and an AMD CPU zeros (the
-tracer does the same, tracer/profile.c), so a listed leaf past the maximum is
-never what software sees.
+Every listed leaf is one software reads: the loader rejects a leaf above the
+profile's max basic / extended leaf (spec/matrix_file.py), where an Intel CPU
+answers the highest basic leaf and an AMD CPU zeros (as tracer/profile.c does).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 from .models import CpuModel
 
 _KINDS = {1: "d", 2: "i", 3: ""}  # L1d, L1i, L2 (unified: no suffix)
-_MAX_SUBLEAVES = 16  # no CPU lists more caches than this; a bound, not a guess
+_MAX_SUBLEAVES = 16  # the loop's bound: real parts list 2-5 caches
 
 
 @dataclass(frozen=True)
@@ -56,17 +55,6 @@ def _size_text(n: int) -> str:
     return f"{n >> 20} MiB" if n % (1 << 20) == 0 else f"{n >> 10} KiB"
 
 
-def _max_leaf(model: CpuModel, base: int) -> int:
-    top = model.leaf(base)
-    return top.eax if top is not None else 0
-
-
-def visible(model: CpuModel, leaf: int) -> bool:
-    """Whether software reading `leaf` gets the profile's own entry for it."""
-    base = 0x80000000 if leaf >= 0x80000000 else 0
-    return leaf <= _max_leaf(model, base)
-
-
 def descriptor_leaf(model: CpuModel) -> int:
     """The deterministic cache-parameter leaf this vendor's software reads."""
     return 0x8000001D if model.vendor == "AuthenticAMD" else 4
@@ -74,10 +62,8 @@ def descriptor_leaf(model: CpuModel) -> int:
 
 def presented_caches(model: CpuModel) -> tuple[Cache, ...]:
     """The caches the model's leaf 4 (Intel) or 0x8000001D (AMD) lists, in
-    subleaf order; empty when the leaf is not visible or lists none."""
+    subleaf order; empty when the profile lists none."""
     leaf = descriptor_leaf(model)
-    if not visible(model, leaf):
-        return ()
     out: list[Cache] = []
     for sub in range(_MAX_SUBLEAVES):
         c = model.leaf(leaf, sub)
@@ -105,9 +91,7 @@ def presented_caches(model: CpuModel) -> tuple[Cache, ...]:
 
 def ext_l2_l3(model: CpuModel) -> tuple[int, int]:
     """(L2, L3) sizes in bytes from leaf 0x80000006 (L3: AMD only), 0 where
-    the leaf is not visible or says nothing."""
-    if not visible(model, 0x80000006):
-        return 0, 0
+    the profile does not list the leaf or it says nothing."""
     c = model.leaf(0x80000006)
     if c is None:
         return 0, 0
