@@ -92,3 +92,22 @@ def test_amd_legacy_cache_leaves_agree(cpu: str) -> None:
 def test_explain_shows_the_caches() -> None:
     text = explain(MATRIX, "spr")
     assert "caches (CPUID leaf 0x4): L1d 48 KiB 12-way" in text, text
+
+
+HYBRID = sorted(
+    n for n, m in MATRIX.models.items() if m.leaf(7) is not None and m.leaf(7).edx >> 15 & 1
+)
+
+
+def test_hybrid_models_are_the_client_hybrids() -> None:
+    assert HYBRID == ["adl", "adl_avx512", "arl", "lnl", "mtl", "nvl", "ptl", "rpl"]
+
+
+@pytest.mark.parametrize("cpu", HYBRID)
+def test_hybrid_models_say_their_core_type(cpu: str) -> None:
+    """7.0:EDX[15] (Hybrid) says leaf 0x1A names each logical processor's core
+    type (SDM Vol. 2A): EAX[31:24] 0x20 Atom (E-core) or 0x40 Core (P-core).
+    Every profile is its dump's CPU #0, a P-core; zeros there read as "not
+    enumerated" to hwloc and oneTBB, which group cores by it."""
+    l1a = MATRIX.models[cpu].leaf(0x1A)
+    assert l1a is not None and l1a.eax >> 24 == 0x40, (cpu, l1a)
