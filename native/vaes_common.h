@@ -1373,6 +1373,21 @@ static inline VC_FN int VC_NAME(tag_eq)(__m128i t, const uint8_t *tag, size_t n)
 #endif
 #endif
 
+/* A decryption's last step once its plaintext is written: the tag t checked
+ * against the caller's (v_tag_eq), and on a mismatch the output zeroed, so
+ * that a failed check releases no plaintext.  Used where the loop wrote the
+ * plaintext before the tag was known (the long route's fin and
+ * gcm_whole); the pass checks before it writes. */
+static inline __attribute__((always_inline)) VC_FN int
+VC_NAME(tag_check_written)(__m128i t, const uint8_t *tag, size_t tag_len, uint8_t *out, size_t len)
+{
+    if (!v_tag_eq(t, tag, tag_len)) {
+        vc_secure_zero(out, len);
+        return VC_ERR_AUTH;
+    }
+    return VC_OK;
+}
+
 /* Whether AAD and data share group 0's power run (else the AAD is hashed
  * alone first).  For len <= VC_SHORT_BYTES the front-end applies the same
  * rule (vc_tier.short_powers = VC_TABLE_POWERS) to choose the one-group
@@ -1451,11 +1466,7 @@ VC_NAME(oneshot_core)(const vc_aes_key *k, const vc_ghash_key *g, const uint8_t 
                 v_tag_store(tag, t, tag_len);
                 return VC_OK;
             }
-            if (!v_tag_eq(t, tag, tag_len)) {
-                vc_secure_zero(out, len); /* the loop wrote plaintext */
-                return VC_ERR_AUTH;
-            }
-            return VC_OK;
+            return VC_NAME(tag_check_written)(t, tag, tag_len, out, len);
         }
         S = v_shuf8(v_lane0_x(VC_NAME(gcm_crypt)(k, g, ctr, X, in, out, full, enc, NULL)), bs);
         /* The counters advance by the blocks the loop used (inc32: the low
@@ -1773,11 +1784,7 @@ static VC_NOINL int VC_NAME(gcm_whole)(const vc_gcm_dir *d, const uint8_t iv[12]
     VC_NAME(mul_k1)(&a, v_xor(v_shuf8(S, bs), v_lane0_x(lb)), g);
     S = VC_NAME(finish)(&a);
     const __m128i t = _mm_xor_si128(e, v_lo128(v_shuf8(S, bs)));
-    if (!v_tag_eq(t, tag, tag_len)) {
-        vc_secure_zero(out, len); /* the loop wrote plaintext */
-        return VC_ERR_AUTH;
-    }
-    return VC_OK;
+    return VC_NAME(tag_check_written)(t, tag, tag_len, out, len);
 }
 #endif
 
