@@ -210,10 +210,11 @@
  * points of both directions level (-0.4 to +0.9 %); +64 B.  Not on
  * avx10_256, whose decryptions of this length are gcm_whole's: there the
  * dead branch moved its pass's registers (encrypt -1.4 to -1.5 % at
- * 128 B, -0.5 to -4.7 % at 256 B, three processes).  Not measured on Zen 4, where gcm_whole's decryption through
- * fin measured level on vaes_avx2 and 3-5 % slower on avx10_256 at
- * 384-1024 B (see gcm_whole): an A/B there of VC_PASS_FIN 1 against 2 on
- * avx512 at 768 B-4 KiB decides whether it stays. */
+ * 128 B, -0.5 to -4.7 % at 256 B, three processes).  Not measured on
+ * Zen 4, where gcm_whole's decryption through fin measured level on
+ * vaes_avx2 and 3-5 % slower on avx10_256 at 384-1024 B (see gcm_whole):
+ * an A/B there of VC_PASS_FIN 1 against 2 on avx512 at 768 B-4 KiB
+ * decides whether it stays. */
 #ifndef VC_PASS_FIN
 #define VC_PASS_FIN 1
 #endif
