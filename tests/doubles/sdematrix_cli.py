@@ -158,6 +158,17 @@ def ptrace_skip_reason(matrix: Path, models: list[str]) -> str | None:
     return None
 
 
+def skip_unless_ptrace_runs(matrix: Path, models: list[str], mode: str) -> None:
+    """Skip unless the ptrace backend can present `models` of `matrix` here in
+    CPUID `mode` ("bp" or "fault"; fault needs the kernel's CPUID faulting);
+    a broken tracer fails (see ptrace_skip_reason)."""
+    why = ptrace_skip_reason(matrix, models)
+    if why is None and mode == "fault":
+        why = fault_mode_skip_reason()
+    if why is not None:
+        pytest.skip(why)
+
+
 def alive(pid: int) -> bool:
     """Whether `pid` is a live process (a zombie, exited but not yet reaped,
     does not count)."""

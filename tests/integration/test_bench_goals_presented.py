@@ -17,9 +17,8 @@ import pytest
 from doubles.sdematrix_cli import (
     SHIPPED_MATRIX,
     cli_env,
-    fault_mode_skip_reason,
-    ptrace_skip_reason,
     run_cli,
+    skip_unless_ptrace_runs,
 )
 
 from vaescrypt.bench_goals import Machine, _kernel_cpu
@@ -32,11 +31,7 @@ CODE = (
 
 @pytest.mark.parametrize("mode", ["bp", "fault"])
 def test_a_presented_zen4_is_recorded_and_not_judged(mode: str) -> None:
-    why = ptrace_skip_reason(SHIPPED_MATRIX, ["zen4"])
-    if why is None and mode == "fault":
-        why = fault_mode_skip_reason()
-    if why is not None:
-        pytest.skip(why)
+    skip_unless_ptrace_runs(SHIPPED_MATRIX, ["zen4"], mode)
     r = run_cli(
         "exec", "--cpu", "zen4", "--cpuid-mode", mode, "--", sys.executable, "-c", CODE,
         env=cli_env(),

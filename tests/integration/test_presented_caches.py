@@ -25,9 +25,8 @@ import pytest
 from doubles.sdematrix_cli import (
     SHIPPED_MATRIX,
     cli_env,
-    fault_mode_skip_reason,
-    ptrace_skip_reason,
     run_cli,
+    skip_unless_ptrace_runs,
 )
 
 from sdematrix.spec.caches import ext_l2_l3, presented_caches
@@ -38,14 +37,6 @@ from sdematrix.spec.models import CpuModel
 # a pre-leaf-0xB one
 MODELS = ["spr", "adl", "snb", "zen4", "p4p"]
 GLIBC_NT_FLOOR = 0x4040  # glibc's minimum x86_non_temporal_threshold (dl-cacheinfo.h)
-
-
-def _skip_unless_runnable(models: list[str], mode: str) -> None:
-    why = ptrace_skip_reason(SHIPPED_MATRIX, models)
-    if why is None and mode == "fault":
-        why = fault_mode_skip_reason()
-    if why is not None:
-        pytest.skip(why)
 
 
 def _exec(model: str, mode: str, *argv: str) -> str:
@@ -84,7 +75,7 @@ def _glibc_readings(model: CpuModel) -> dict[str, set[int]]:
 @pytest.mark.parametrize("mode", ["bp", "fault"])
 @pytest.mark.parametrize("cpu", MODELS)
 def test_getconf_reads_the_models_caches(cpu: str, mode: str) -> None:
-    _skip_unless_runnable([cpu], mode)
+    skip_unless_ptrace_runs(SHIPPED_MATRIX, [cpu], mode)
     model = load_matrix(SHIPPED_MATRIX).models[cpu]
     out = _exec(cpu, mode, "getconf", "-a")
     seen = dict(re.findall(r"^(LEVEL\d_\w+?)\s+(\d+)$", out, re.MULTILINE))
@@ -96,7 +87,7 @@ def test_getconf_reads_the_models_caches(cpu: str, mode: str) -> None:
 @pytest.mark.parametrize("mode", ["bp", "fault"])
 @pytest.mark.parametrize("cpu", MODELS)
 def test_glibc_non_temporal_threshold_is_not_the_no_cache_floor(cpu: str, mode: str) -> None:
-    _skip_unless_runnable([cpu], mode)
+    skip_unless_ptrace_runs(SHIPPED_MATRIX, [cpu], mode)
     out = _exec(cpu, mode, "/lib64/ld-linux-x86-64.so.2", "--list-tunables")
     m = re.search(r"glibc\.cpu\.x86_non_temporal_threshold: 0x([0-9a-f]+)", out)
     assert m is not None, out[-1500:]
@@ -106,7 +97,7 @@ def test_glibc_non_temporal_threshold_is_not_the_no_cache_floor(cpu: str, mode: 
 
 @pytest.mark.parametrize("mode", ["bp", "fault"])
 def test_openblas_finds_an_l2_cache(mode: str) -> None:
-    _skip_unless_runnable(["spr"], mode)
+    skip_unless_ptrace_runs(SHIPPED_MATRIX, ["spr"], mode)
     try:
         import numpy  # noqa: F401
     except ImportError as e:  # the test extra installs it: missing is a broken setup
