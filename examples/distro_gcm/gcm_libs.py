@@ -1,6 +1,6 @@
-"""AES-256-GCM through the three crypto libraries Debian 12 ships beside
-OpenSSL, each with its own CPUID dispatcher: libgcrypt 1.10, nettle 3.8 and
-libsodium 1.0.18.
+"""AES-256-GCM through the four crypto libraries Debian 12 ships beside
+OpenSSL, each with its own CPUID dispatcher: libgcrypt 1.10, nettle 3.8,
+GnuTLS 3.7 and libsodium 1.0.18.
 
     python3 gcm_libs.py [BYTES] [--ignore-availability]
 
@@ -12,6 +12,8 @@ own words, not ours) and the ciphertext || tag in hex.
   libgcrypt  ``gcry_get_config(0, "hwflist")`` (src/hwf-x86.c decides)
   nettle     the lines its fat-library constructor prints with
              NETTLE_FAT_VERBOSE=1 (fat-x86_64.c decides)
+  GnuTLS     the "... was detected" lines its constructor logs with
+             GNUTLS_DEBUG_LEVEL=2 (lib/accelerated/x86/x86-common.c decides)
   libsodium  ``sodium_runtime_has_*`` and
              ``crypto_aead_aes256gcm_is_available()`` (sodium/runtime.c)
 
@@ -20,6 +22,12 @@ ask ``crypto_aead_aes256gcm_is_available()`` first: where it answers 0 the
 script skips libsodium's GCM ("ct": null), as a correct caller does.
 ``--ignore-availability`` calls it anyway: the misuse a CPU without AES-NI
 dies of (SIGILL), which the chip check reports.
+
+GnuTLS also gets AES-128-GCM with a 32-byte key ("aes128_with_32_byte_key"):
+its accelerated x86 GCM ciphers (SSSE3, AES-NI) take the key size from the
+key's length and run AES-256-GCM, while its generic (nettle) cipher, the one
+a CPU without SSSE3 or AES-NI gets, rejects the key (-50, "The request is
+invalid"): the same call succeeds or fails by CPU.
 
 The libraries are loaded with ctypes (no compiler needed) and nothing else
 in the process does AES: the mix of each library image is its own
@@ -106,26 +114,27 @@ def gcrypt(pt: bytes) -> dict[str, object]:
 NETTLE_CTX_BYTES = 1 << 14  # struct gcm_aes256_ctx is ~4.4 KiB (its 4 KiB GHASH table)
 
 
-def _load_nettle() -> tuple[ctypes.CDLL, list[str]]:
-    """Load libnettle with NETTLE_FAT_VERBOSE=1, keeping what its
-    constructor prints to stderr (the fat library's choice, in its words)."""
-    os.environ["NETTLE_FAT_VERBOSE"] = "1"
+def _load_saying(soname: str, env: dict[str, str], prefix: str) -> tuple[ctypes.CDLL, list[str]]:
+    """Load a library with `env` set, keeping the lines starting with
+    `prefix` that its constructor prints to stderr (its dispatcher's choice,
+    in its own words)."""
+    os.environ.update(env)
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as tmp:
         os.dup2(tmp.fileno(), 2)
         try:
-            lib = ctypes.CDLL("libnettle.so.8")
+            lib = ctypes.CDLL(soname)
         finally:
             os.dup2(saved, 2)
             os.close(saved)
         tmp.seek(0)
         lines = tmp.read().decode(errors="replace").splitlines()
-    return lib, [ln.removeprefix("libnettle: ") for ln in lines if ln.startswith("libnettle: ")]
+    return lib, [ln.removeprefix(prefix) for ln in lines if ln.startswith(prefix)]
 
 
 def nettle(pt: bytes) -> dict[str, object]:
-    n, said = _load_nettle()
+    n, said = _load_saying("libnettle.so.8", {"NETTLE_FAT_VERBOSE": "1"}, "libnettle: ")
     if not said:
         raise SystemExit("nettle: its fat constructor printed nothing (not a fat build?)")
 
@@ -146,6 +155,51 @@ def nettle(pt: bytes) -> dict[str, object]:
     if back != pt or tag2 != tag:
         raise SystemExit("nettle: round trip or tag failed")
     return {"said": said, "ct": (ct + tag).hex()}
+
+
+# ---------------------------------------------------------------- GnuTLS --
+
+GNUTLS_CIPHER_AES_128_GCM = 10
+GNUTLS_CIPHER_AES_256_GCM = 11
+
+
+class _Datum(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_char_p), ("size", ctypes.c_uint)]
+
+
+def gnutls(pt: bytes) -> dict[str, object]:
+    # loads nettle too (already loaded above: its constructor does not run twice)
+    t, logged = _load_saying("libgnutls.so.30", {"GNUTLS_DEBUG_LEVEL": "2"}, "gnutls[2]: ")
+    if t.gnutls_global_init():
+        raise SystemExit("GnuTLS: gnutls_global_init failed")
+    said = [ln for ln in logged if ln.endswith(" was detected")]
+
+    def run(algo: int, key: bytes, data: bytes, encrypt: bool) -> tuple[int, bytes]:
+        hd = ctypes.c_void_p()
+        rc = t.gnutls_aead_cipher_init(ctypes.byref(hd), algo, ctypes.byref(_Datum(key, len(key))))
+        if rc:
+            return rc, b""
+        try:
+            out = _buf(bytes(len(data) + TAG_LEN))
+            olen = ctypes.c_size_t(len(out))
+            fn = t.gnutls_aead_cipher_encrypt if encrypt else t.gnutls_aead_cipher_decrypt
+            rc = fn(
+                hd, NONCE, ctypes.c_size_t(len(NONCE)), AAD, ctypes.c_size_t(len(AAD)),
+                ctypes.c_size_t(TAG_LEN), data, ctypes.c_size_t(len(data)), out, ctypes.byref(olen),
+            )  # fmt: skip
+            return rc, out.raw[: olen.value]
+        finally:
+            t.gnutls_aead_cipher_deinit(hd)
+
+    rc, ct = run(GNUTLS_CIPHER_AES_256_GCM, KEY, pt, True)
+    if rc:
+        raise SystemExit(f"GnuTLS: AES-256-GCM encrypt failed ({rc})")
+    rc, back = run(GNUTLS_CIPHER_AES_256_GCM, KEY, ct, False)
+    if rc or back != pt:
+        raise SystemExit(f"GnuTLS: its own ciphertext did not decrypt ({rc})")
+    rc, odd = run(GNUTLS_CIPHER_AES_128_GCM, KEY, pt, True)  # a 32-byte key for AES-128
+    mismatch = f"rejected {rc}" if rc else f"accepted, ciphered as AES-{256 if odd == ct else '?'}"
+    return {"said": said, "ct": ct.hex(), "aes128_with_32_byte_key": mismatch}
 
 
 # ------------------------------------------------------------- libsodium --
@@ -187,7 +241,13 @@ def main(argv: list[str]) -> None:
     args = [a for a in argv if a != "--ignore-availability"]
     n = int(args[0]) if args else 4096
     pt = pattern(n)
-    report = {"bytes": n, "nettle": nettle(pt), "gcrypt": gcrypt(pt), "sodium": sodium(pt, ignore)}
+    report = {
+        "bytes": n,
+        "nettle": nettle(pt),
+        "gcrypt": gcrypt(pt),
+        "gnutls": gnutls(pt),
+        "sodium": sodium(pt, ignore),
+    }
     print(json.dumps(report, sort_keys=True))
 
 

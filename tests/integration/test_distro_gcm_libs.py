@@ -1,5 +1,6 @@
-"""Three more dispatchers nobody here wrote: the AES-GCM of Debian 12's
-libgcrypt 1.10.1, nettle 3.8.1 and libsodium 1.0.18 (examples/distro_gcm).
+"""Four more dispatchers nobody here wrote: the AES-GCM of Debian 12's
+libgcrypt 1.10.1, nettle 3.8.1, GnuTLS 3.7.9 and libsodium 1.0.18
+(examples/distro_gcm).
 
 Under `sdematrix exec`, in each CPUID mode the host has, on nine models (no
 SSSE3, SSSE3 without AES-NI, AES-NI without AVX, AVX, AVX2, VAES on Intel
@@ -13,6 +14,9 @@ state):
 * its instruction mix follows from that (gcm_libs.expect.yaml: AES-NI,
   SSSE3, VAES or none, no VEX where AVX is unusable), the chip check is
   clean, and every ciphertext and tag equals `cryptography`'s;
+* GnuTLS's answer to AES-128-GCM with a 32-byte key depends on the CPU:
+  its accelerated ciphers (SSSE3, AES-NI) run AES-256-GCM, its generic one
+  (a CPU without either: p4p here) rejects the key;
 * a caller that ignores libsodium's ``crypto_aead_aes256gcm_is_available()``
   runs AES-NI on nhm: the chip check and the expectations name libsodium.
 """
@@ -27,7 +31,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from doubles.sdematrix_cli import SHIPPED_MATRIX, run_cli, skip_unless_ptrace_runs
+from doubles.sdematrix_cli import SHIPPED_MATRIX, cli_env, run_cli, skip_unless_ptrace_runs
 
 from sdematrix.spec.matrix_file import load_matrix
 from sdematrix.spec.models import CpuModel
@@ -37,6 +41,10 @@ EXAMPLE = ROOT / "examples" / "distro_gcm"
 SCRIPT = EXAMPLE / "gcm_libs.py"
 EXPECT = EXAMPLE / "gcm_libs.expect.yaml"
 MODELS = ["p4p", "nhm", "wsm", "snb", "hsw", "icl", "adl", "zen4", "spr_xcr0_sse"]
+# variables that make these libraries skip their CPUID dispatch (a host may
+# set them): the tests ask what each dispatcher chooses, so none is inherited
+OVERRIDES = ("NETTLE_FAT_OVERRIDE", "GNUTLS_CPUID_OVERRIDE", "GNUTLS_DEBUG_LEVEL")
+GCRYPT_DENY = Path("/etc/gcrypt/hwf.deny")  # libgcrypt's own switch-off list (src/hwfeatures.c)
 
 
 def _bit(v: int, n: int) -> bool:
@@ -99,7 +107,16 @@ def gcrypt_hwflist(model: CpuModel) -> set[str]:
         have["intel-fast-vpgather"] = have["intel-avx2"] and not avoid_vpgather
         have["intel-shaext"] = _bit(ebx7, 29)
         have["intel-vaes-vpclmul"] = _bit(ecx7, 9) and _bit(ecx7, 10)
-    return {k for k, v in have.items() if v}
+    return {k for k, v in have.items() if v} - _gcrypt_denied()
+
+
+def _gcrypt_denied() -> set[str]:
+    """Features the host's /etc/gcrypt/hwf.deny switches off (names separated
+    by blanks, colons or commas; '#' starts a comment)."""
+    if not GCRYPT_DENY.is_file():
+        return set()
+    text = "\n".join(ln.split("#", 1)[0] for ln in GCRYPT_DENY.read_text().splitlines())
+    return set(re.split(r"[\s:,]+", text)) - {""}
 
 
 def nettle_features(model: CpuModel) -> str:
@@ -111,6 +128,41 @@ def nettle_features(model: CpuModel) -> str:
     ebx7 = _cpuid(model, 7)[1]
     flags = [("aesni", _bit(ecx1, 25)), ("sha_ni", _bit(ebx7, 29)), ("pclmul", _bit(ecx1, 1))]
     return "cpu features: vendor:" + vendor + "".join("," + n for n, on in flags if on)
+
+
+def gnutls_said(model: CpuModel) -> list[str]:
+    """GnuTLS 3.7.9's lib/accelerated/x86/x86-common.c (register_x86_intel_crypto):
+    nothing unless the vendor is Intel or AMD; leaf 1 ECX and (max leaf >= 7)
+    leaf 7 EBX, with AVX cleared unless OSXSAVE and XCR0's SSE and YMM
+    state; SSSE3, SHA, AES-NI, then GCM with PCLMULQDQ, its AVX variant
+    where AVX and MOVBE."""
+    if model.vendor not in ("GenuineIntel", "AuthenticAMD"):
+        return []
+    _, _, ecx1, _ = _cpuid(model, 1)
+    ebx7 = _cpuid(model, 7)[1] if model.leaf(0).eax >= 7 else 0  # type: ignore[union-attr]
+    avx = _bit(ecx1, 28) and _bit(ecx1, 27) and model.xcr0 & 0x6 == 0x6
+    said = []
+    if _bit(ecx1, 9):
+        said.append("Intel SSSE3 was detected")
+    if _bit(ebx7, 29):
+        said.append("Intel SHA was detected")
+    if _bit(ecx1, 25):
+        said.append("Intel AES accelerator was detected")
+        if _bit(ecx1, 1):
+            avx_gcm = " (AVX)" if avx and _bit(ecx1, 22) else ""
+            said.append(f"Intel GCM accelerator{avx_gcm} was detected")
+    return said
+
+
+def gnutls_mismatch(model: CpuModel) -> str:
+    """What GnuTLS does with AES-128-GCM and a 32-byte key: its accelerated
+    GCM (SSSE3's, or AES-NI + PCLMULQDQ's) sizes the key by its length
+    (aes-gcm-x86-ssse3.c, aes-gcm-x86-pclmul*.c) and runs AES-256; the
+    generic nettle cipher checks it (lib/nettle/cipher.c,
+    wrap_nettle_cipher_setkey): GNUTLS_E_INVALID_REQUEST, -50."""
+    said = gnutls_said(model)
+    accelerated = "Intel SSSE3 was detected" in said or any("GCM" in s for s in said)
+    return "accepted, ciphered as AES-256" if accelerated else "rejected -50"
 
 
 def sodium_has(model: CpuModel) -> dict[str, bool]:
@@ -151,6 +203,10 @@ def _reference(n: int) -> str:
     return AESGCM(g.KEY).encrypt(g.NONCE, g.pattern(n), g.AAD).hex()
 
 
+def _env() -> dict[str, str]:
+    return {k: v for k, v in cli_env().items() if k not in OVERRIDES}
+
+
 def _results(out: Path) -> dict[str, dict]:
     return {m["model"]: m for m in json.loads((out / "results.json").read_text())["models"]}
 
@@ -179,6 +235,11 @@ def test_oracles_read_the_profiles_the_way_the_libraries_do() -> None:
     assert "intel-cpu" not in gcrypt_hwflist(models["zen4"])
     assert nettle_features(models["zen4"]) == "cpu features: vendor:amd,aesni,sha_ni,pclmul"
     assert nettle_features(models["nhm"]) == "cpu features: vendor:intel"
+    assert gnutls_said(models["snb"])[-1] == "Intel GCM accelerator was detected"  # no MOVBE
+    assert gnutls_said(models["hsw"])[-1] == "Intel GCM accelerator (AVX) was detected"
+    assert gnutls_said(models["spr_xcr0_sse"])[-1] == "Intel GCM accelerator was detected"
+    assert gnutls_mismatch(models["p4p"]) == "rejected -50"
+    assert gnutls_mismatch(models["nhm"]).startswith("accepted")  # SSSE3 AES-GCM
 
 
 @pytest.mark.parametrize("mode", ["fault", "bp"])
@@ -190,6 +251,7 @@ def test_distro_gcm_libraries_follow_the_model(mode: str, tmp_path: Path) -> Non
         "exec", "--cpuid-mode", mode, "--cpu", ",".join(MODELS), "--jobs", "2",
         "--expect", str(EXPECT), "--out", str(out),
         "--", sys.executable, "-I", str(SCRIPT), str(n),
+        env=_env(),
         timeout=900,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
@@ -211,6 +273,9 @@ def test_distro_gcm_libraries_follow_the_model(mode: str, tmp_path: Path) -> Non
         # known answers: every library that ran GCM agrees with cryptography
         assert r["gcrypt"]["ct"] == ref and r["nettle"]["ct"] == ref, m
         assert r["sodium"]["ct"] == (ref if available else None), m
+        assert r["gnutls"]["said"] == gnutls_said(model), (m, r["gnutls"]["said"])
+        assert r["gnutls"]["ct"] == ref, m
+        assert r["gnutls"]["aes128_with_32_byte_key"] == gnutls_mismatch(model), m
         # the path each one took, beyond what the expectations require
         gcrypt = _isa_sets(out, m, "libgcrypt")
         vaes = {"intel-vaes-vpclmul", "intel-avx2"} <= gcrypt_hwflist(model)
@@ -218,9 +283,13 @@ def test_distro_gcm_libraries_follow_the_model(mode: str, tmp_path: Path) -> Non
         assert (gcrypt.get("AES", 0) > 0) is has["aesni"], (m, gcrypt)
         if not has["aesni"]:  # SSSE3 vector-permutation AES, or tables
             assert (gcrypt.get("SSSE3", 0) > 0) is has["ssse3"], (m, gcrypt)
-    applied = {m: res[m]["meta"]["expectations_applied"] for m in MODELS}
-    # the VAES expectation applies exactly where libgcrypt may take VAES
-    assert applied["icl"] == applied["adl"] == applied["zen4"] == 4, applied
+        # the expectations that name a path apply exactly where the oracles
+        # say the library takes it
+        applied = {c["name"] for c in res[m]["checks"]}
+        assert any(a.startswith("libgcrypt's VAES CTR") for a in applied) is vaes, (m, applied)
+        avx_gcm = "Intel GCM accelerator (AVX) was detected" in gnutls_said(model)
+        assert any(a.startswith("GnuTLS's AVX GCM") for a in applied) is avx_gcm, (m, applied)
+        assert any(a.startswith("no AES-NI or VAES") for a in applied) is not has["aesni"], m
 
 
 def test_ignoring_libsodium_availability_is_caught_on_nhm(tmp_path: Path) -> None:
@@ -232,6 +301,7 @@ def test_ignoring_libsodium_availability_is_caught_on_nhm(tmp_path: Path) -> Non
     p = run_cli(
         "exec", "--cpu", "nhm", "--expect", str(EXPECT), "--out", str(out),
         "--", sys.executable, "-I", str(SCRIPT), "1024", "--ignore-availability",
+        env=_env(),
         timeout=600,
     )  # fmt: skip
     assert p.returncode == 1, p.stderr[-3000:]
