@@ -705,6 +705,10 @@ def test_ptrace_shard_script_runs_the_50_models_in_docker(tmp_path: Path) -> Non
         timeout=3600,
         check=False,
     )
+    # a shard that wrote no results says why on its own output
+    assert (out / "results.json").is_file(), (
+        f"exit {p.returncode}, no results.json:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    )
     data = json.loads((out / "results.json").read_text())
     bad = [
         f"{c['cell']}: {c['status']}: {'; '.join(c.get('reasons') or [])}"
