@@ -12,6 +12,7 @@ Sub-commands::
     sdematrix mix FILE [--json]     # an SDE mix file: a summary (--json: all, normalised)
     sdematrix exec --cpu MODELS [--models FILE] [--region R] [--expect F] [--junit F]
                    [--out DIR] [--report DIR] [--jobs N] [--allow-skip] [--allow-exit N]
+                   [--jit-converge N]
                    [--backend auto|ptrace|sde] [--sde-path P] [--print-command]
                    -- PROG ARGS...
 
@@ -767,6 +768,16 @@ def _add_exec(sub: argparse._SubParsersAction[_Parser]) -> None:
         action="append",
         metavar="N",
         help="a non-zero exit status that does not fail the verdict",
+    )
+    x.add_argument(
+        "--jit-converge",
+        type=options.nonnegative_int,
+        default=0,
+        metavar="N",
+        help="JIT code (V8, a JVM): a thread that has stepped N instructions in a row in "
+        "one JIT region without meeting a new one runs on natively there, and that region "
+        "stays unchecked until the program maps or protects it again (default 0: step "
+        "JIT code for as long as it runs; exact, at single-step speed)",
     )
     x.add_argument(
         "--print-command",

@@ -56,6 +56,7 @@ def number_arg(
 
 
 positive_int = number_arg(int, lambda v: v >= 1, "must be at least 1", "an integer")
+nonnegative_int = number_arg(int, lambda v: v >= 0, "must be 0 or more", "an integer")
 positive_float = number_arg(float, lambda v: v > 0, "must be positive", "a number")
 
 

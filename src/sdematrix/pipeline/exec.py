@@ -94,7 +94,13 @@ def _exec_ptrace(
     from .exec_run import ExecError, ExecPlan, discover_images, parse_region, read_stdin, run_model
     from .exec_run import workdir as make_workdir
 
-    plan = ExecPlan(argv=prog, regions=regions, cpuid_mode=args.cpuid_mode, timeout=args.timeout)
+    plan = ExecPlan(
+        argv=prog,
+        regions=regions,
+        cpuid_mode=args.cpuid_mode,
+        timeout=args.timeout,
+        jit_converge=args.jit_converge,
+    )
     backend = PtraceBackend(cpuid_mode=args.cpuid_mode)
     why_not = {c: backend.cannot_run(matrix.models[c]) for c in cpus}
     runnable = [c for c in cpus if why_not[c] is None]

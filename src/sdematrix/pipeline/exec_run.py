@@ -137,6 +137,10 @@ class ExecPlan:
     cpuid_mode: str = "auto"
     stdin: bytes | None = None
     timeout: float = DEFAULT_TIMEOUT  # one model's run (options: --timeout)
+    # --jit-converge: 0 steps JIT code for as long as it runs (exact); N > 0
+    # lets a thread that stepped N instructions in a row without a new one
+    # run natively in that region, unchecked (tracer/whole.c)
+    jit_converge: int = 0
     exe: str = ""
     images: list[str] = field(default_factory=list)
 
@@ -245,6 +249,7 @@ def _trace_once(plan: ExecPlan, model: CpuModel, work: Path) -> tuple[TracerOutp
         "--cpuid-mode",
         plan.cpuid_mode,
         "--whole",
+        *(["--jit-converge", str(plan.jit_converge)] if plan.jit_converge else []),
         "--",
         plan.exe,
         *plan.argv[1:],
@@ -367,6 +372,7 @@ def _meta(
         "jit_entries": traced.whole.get("jit_entries", 0),
         "jit_steps": traced.whole.get("jit_steps", 0),
         "jit_failed": traced.whole.get("jit_failed", 0),
+        "jit_unchecked": traced.whole.get("jit_unchecked", 0),
         "images_without_bounds": list(traced.nobounds),
         "images": sorted(whole.images),
         "region": res.region,

@@ -1005,7 +1005,8 @@ static int print_seen_cpuid(void)
 static void usage(void)
 {
     fputs("usage: vc-tracer --profile FILE --out FILE [--max-steps N] "
-          "[--cpuid-mode auto|fault|bp] [--whole] [--no-blocks] -- prog args...\n"
+          "[--cpuid-mode auto|fault|bp] [--whole] [--jit-converge N] [--no-blocks] "
+          "-- prog args...\n"
           "       vc-tracer --host-profile | --print-cpuid | --version\n",
           stderr);
     exit(2);
@@ -1067,6 +1068,8 @@ static int parse_args(int argc, char **argv, struct options *o, int *exit_now)
                 usage();
         } else if (!strcmp(argv[i], "--whole")) {
             whole_enabled = true;
+        } else if (!strcmp(argv[i], "--jit-converge") && i + 1 < argc) {
+            whole_jit_set_converge(strtoull(argv[++i], NULL, 0));
         } else if (!strcmp(argv[i], "--no-blocks")) {
             use_blocks = false;
         } else if (!strcmp(argv[i], "--version")) {

@@ -459,10 +459,10 @@ static bool note_once(int space, uint64_t addr)
     return true;
 }
 
-void whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len)
+bool whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len)
 {
     if (!whole_enabled || (size_t)space >= nwspaces)
-        return;
+        return false;
     struct wspace *s = &wspaces[space];
     struct wmap *m = map_at(s, addr);
     if (m) {
@@ -470,14 +470,16 @@ void whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len)
         size_t i = lower_bound(m->img, fo);
         if (i < m->img->n && m->img->offs[i] == fo) {
             if (seen_bit(m->img, i))
-                return;
+                return false;
             m->img->seen[i / 8] |= (uint8_t)(1u << (i % 8));
             record(space, addr, bytes, len);
-            return;
+            return true;
         }
     }
-    if (note_once(space, addr))
-        record(space, addr, bytes, len);
+    if (!note_once(space, addr))
+        return false;
+    record(space, addr, bytes, len);
+    return true;
 }
 
 void whole_write(FILE *f, uint64_t asked)
@@ -534,6 +536,7 @@ struct jreg {             /* a JIT region of one space */
     int space;
     bool live;
     bool enabled;         /* executable now (a thread steps in it) */
+    bool unchecked;       /* left executable after converging (--jit-converge) */
     int users;            /* threads stepping in it */
     uint64_t lo, hi;
     uint64_t prot;        /* what the program asked for */
@@ -543,6 +546,7 @@ struct jthr {             /* a thread: its syscall in progress, its stepping */
     pid_t tid;
     int space;
     int reg;              /* region it steps in, -1: none */
+    uint64_t repeats;     /* steps in a row that recorded nothing new */
     uint64_t nr, a0, a1, a2;
     bool strip;           /* PROT_EXEC was taken out of this syscall */
 };
@@ -553,7 +557,13 @@ static struct jthr *jthrs;
 static size_t njthrs;
 static uint64_t *gadget;  /* per space: address of a `syscall` the process ran */
 static size_t ngadget;
-static uint64_t n_jit_regions, n_jit_entries, n_jit_steps, n_jit_fail;
+static uint64_t n_jit_regions, n_jit_entries, n_jit_steps, n_jit_fail, n_jit_unchecked;
+static uint64_t jit_converge; /* 0: step JIT code for as long as it runs */
+
+void whole_jit_set_converge(uint64_t n)
+{
+    jit_converge = n;
+}
 
 static struct jthr *jthr_of(pid_t tid, bool make)
 {
@@ -579,7 +589,7 @@ static int jreg_at(int space, uint64_t addr)
 static void jreg_add(int space, uint64_t lo, uint64_t hi, uint64_t prot)
 {
     jregs = wrealloc(jregs, (njregs + 1) * sizeof *jregs);
-    jregs[njregs++] = (struct jreg){space, true, false, 0, lo, hi, prot};
+    jregs[njregs++] = (struct jreg){space, true, false, false, 0, lo, hi, prot};
 }
 
 /* [lo, hi) of `space` is no longer a JIT region (unmapped, remapped, made
@@ -757,7 +767,7 @@ static void jreg_release(struct jthr *j)
         return;
     struct jreg *r = &jregs[j->reg];
     j->reg = -1;
-    if (--r->users > 0 || !r->live || !r->enabled)
+    if (--r->users > 0 || !r->live || !r->enabled || r->unchecked)
         return;
     if (inject_mprotect(r->space, j->tid, r->lo, r->hi - r->lo,
                         (r->prot & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ))
@@ -792,6 +802,7 @@ int whole_jit_enter(int space, pid_t tid, uint64_t rip)
     jregs[k].enabled = true;
     jregs[k].users++;
     j->reg = k;
+    j->repeats = 0;
     n_jit_entries++;
     return 1;
 }
@@ -823,8 +834,26 @@ int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record)
     }
     n_jit_steps++;
     if (n > 0) {
-        whole_note(space, rip, code, (size_t)n);
+        j->repeats = whole_note(space, rip, code, (size_t)n) ? 0 : j->repeats + 1;
         tzcnt_note(tid, space, rip, code, (size_t)n);
+    }
+    /* --jit-converge: this thread has met only recorded instructions for N
+     * steps (a loop that has shown its body): it runs on natively and the
+     * region stays open, unchecked, until the program maps or protects it
+     * again (whole_sys_exit then ends it and a new closed region starts).
+     * The instruction at RIP is recorded; a CPUID or XGETBV there is still
+     * emulated by the caller before the thread goes on. */
+    if (jit_converge && j->repeats >= jit_converge && n > 0 &&
+        !(n >= 2 && code[0] == 0x0f && code[1] == 0xa2) &&
+        !(n >= 3 && code[0] == 0x0f && code[1] == 0x01 && code[2] == 0xd0)) {
+        if (!jregs[k].unchecked) {
+            jregs[k].unchecked = true;
+            n_jit_unchecked++;
+        }
+        jregs[k].users--;
+        j->reg = -1;
+        j->repeats = 0;
+        return 0;
     }
     if (n >= 2 && code[0] == 0x0f && code[1] == 0xa2)
         return 2;
@@ -861,4 +890,5 @@ static void whole_jit_write(FILE *f)
     fprintf(f, "whole_jit_entries %" PRIu64 "\n", n_jit_entries);
     fprintf(f, "whole_jit_steps %" PRIu64 "\n", n_jit_steps);
     fprintf(f, "whole_jit_failed %" PRIu64 "\n", n_jit_fail);
+    fprintf(f, "whole_jit_unchecked %" PRIu64 "\n", n_jit_unchecked);
 }

@@ -23,8 +23,9 @@ int whole_trap(int space, pid_t pid, uint64_t addr, bool stepping);
 /* replace buf with the image file's bytes at addr; returns the count, 0 when
  * addr is not in an image mapping with boundary data */
 size_t whole_fix_bytes(int space, uint64_t addr, uint8_t *buf, size_t n);
-/* an instruction that ran without our int3 (stepped, or at a site) */
-void whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len);
+/* an instruction that ran without our int3 (stepped, or at a site); true
+ * when it was not recorded before */
+bool whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len);
 /* JIT code (anonymous executable memory), see whole.c.  Syscall stops:
  * mmap/mprotect(PROT_EXEC) of anonymous memory lose PROT_EXEC at entry and
  * become JIT regions at exit; munmap etc. end them. */
@@ -35,6 +36,11 @@ void whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error);
 int whole_jit_enter(int space, pid_t tid, uint64_t rip);
 /* the thread steps in JIT code */
 bool whole_jit_active(pid_t tid);
+/* --jit-converge N (0, the default: never): a thread that has stepped N
+ * instructions in a row in JIT code without meeting one not recorded before
+ * stops stepping, and the region stays executable, unchecked, until the
+ * program maps or protects it again (see whole.c) */
+void whole_jit_set_converge(uint64_t n);
 /* a stop of a JIT-stepping thread at rip: 0 it left JIT code (stepping
  * ends), 1 keep stepping, 2 / 3: rip is at a CPUID / XGETBV (to emulate,
  * then visit again); `record`: record the instruction (false when the

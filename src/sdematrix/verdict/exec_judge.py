@@ -129,6 +129,11 @@ def summary_line(o: ExecOutcome) -> str:
         f"({distinct} distinct instructions, {r.meta.get('traps', 0)} traps, "
         f"{r.duration_s:.1f} s)  region {r.region}"
     )
+    if r.meta.get("jit_unchecked"):
+        line += (
+            f"  JIT: {r.meta['jit_unchecked']} region(s) ran on unchecked after"
+            " converging (--jit-converge)"
+        )
     if "expectations_applied" in r.meta:
         line += f"  {r.meta['expectations_applied']} of {r.meta['expectations_total']} expectations applied"
     line += _host_lacks_line(r)

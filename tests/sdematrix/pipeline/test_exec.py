@@ -396,6 +396,90 @@ def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
     assert (out / "nhm" / "stdout").read_text() == "jit ran\n"
 
 
+JIT_LOOP_C = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+/* JIT code that loops 20000 times (add eax, 1; dec ecx; jnz), then, when its
+ * argument is not 0, runs vpaddd ymm0, ymm0, ymm1 once before returning.
+ * argv[1] "late": one call with 1 (the AVX2 instruction after the loop, in
+ * the same entry).  "reprotect": one call with 0, then the page is made RW,
+ * vpaddd; ret written 256 bytes in (the tracer records each JIT address
+ * once: docs/EXEC.md), made RX again and that code called. */
+static const unsigned char loop[] = {
+    0xb9, 0x20, 0x4e, 0x00, 0x00, /* mov ecx, 20000 */
+    0x83, 0xc0, 0x01,             /* L: add eax, 1 */
+    0xff, 0xc9,                   /* dec ecx */
+    0x75, 0xf9,                   /* jnz L */
+    0x85, 0xff,                   /* test edi, edi */
+    0x74, 0x04,                   /* je +4 */
+    0xc5, 0xfd, 0xfe, 0xc1,       /* vpaddd ymm0, ymm0, ymm1 */
+    0xc3};                        /* ret */
+static const unsigned char avx2[] = {0xc5, 0xfd, 0xfe, 0xc1, 0xc3};
+int main(int argc, char **argv)
+{
+    int late = argc > 1 && !strcmp(argv[1], "late");
+    unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return 3;
+    memcpy(p, loop, sizeof loop);
+    if (mprotect(p, 4096, PROT_READ | PROT_EXEC))
+        return 4;
+    int r = ((int (*)(int))p)(late);
+    if (!late) {
+        if (mprotect(p, 4096, PROT_READ | PROT_WRITE))
+            return 5;
+        memcpy(p + 256, avx2, sizeof avx2);
+        if (mprotect(p, 4096, PROT_READ | PROT_EXEC))
+            return 6;
+        ((void (*)(void))(p + 256))();
+    }
+    printf("loop %d\n", r);
+    return 0;
+}
+"""
+
+
+@needs_ptrace
+@needs("gcc")
+def test_jit_converge_trades_exactness_for_speed_and_says_so(tmp_path: Path) -> None:
+    """--jit-converge N: JIT code that has stepped N instructions in a row
+    without a new one runs natively, so an instruction it meets after that
+    in the same region goes unseen -- and the verdict says a region ran
+    unchecked.  By default the same run is exact (the late AVX2 instruction
+    fails nhm).  A region the program protects again is closed again: new
+    code written there afterwards is checked even with the option."""
+    src = tmp_path / "jit_loop.c"
+    src.write_text(JIT_LOOP_C)
+    exe = tmp_path / "jit_loop"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+
+    def run(how: str, *opts: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+        out = tmp_path / f"out-{how}-{len(opts)}"
+        p = sdematrix("exec", "--cpu", "nhm", *opts, "--out", str(out), "--", str(exe), how)
+        assert (out / "nhm" / "stdout").read_text() == "loop 20000\n", p.stderr
+        return p, results(out)["nhm"]
+
+    p, exact = run("late")  # default: every JIT step recorded
+    assert p.returncode == 1 and [v["mnemonic"] for v in exact["violations"]] == ["VPADDD"], (
+        p.stderr
+    )
+    assert exact["meta"]["jit_unchecked"] == 0 and exact["meta"]["jit_steps"] > 60000, exact["meta"]
+    assert "unchecked" not in p.stderr
+
+    p, fast = run("late", "--jit-converge", "1000")
+    assert p.returncode == 0 and fast["status"] == "pass", p.stderr
+    assert fast["meta"]["jit_unchecked"] == 1 and fast["meta"]["jit_steps"] < 5000, fast["meta"]
+    assert "JIT: 1 region(s) ran on unchecked after converging (--jit-converge)" in p.stderr
+
+    p, again = run("reprotect", "--jit-converge", "1000")
+    assert p.returncode == 1 and [v["mnemonic"] for v in again["violations"]] == ["VPADDD"], (
+        p.stderr
+    )
+    assert again["meta"]["jit_unchecked"] == 1, again["meta"]
+
+
 @needs_ptrace
 def test_children_and_signal_handlers(tmp_path: Path) -> None:
     """A shell pipeline: the shell forks, the children exec ls and wc (images
