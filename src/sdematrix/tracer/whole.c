@@ -837,15 +837,17 @@ int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record)
         j->repeats = whole_note(space, rip, code, (size_t)n) ? 0 : j->repeats + 1;
         tzcnt_note(tid, space, rip, code, (size_t)n);
     }
+    if (n >= 2 && code[0] == 0x0f && code[1] == 0xa2)
+        return 2;
+    if (n >= 3 && code[0] == 0x0f && code[1] == 0x01 && code[2] == 0xd0)
+        return 3;
     /* --jit-converge: this thread has met only recorded instructions for N
      * steps (a loop that has shown its body): it runs on natively and the
      * region stays open, unchecked, until the program maps or protects it
      * again (whole_sys_exit then ends it and a new closed region starts).
-     * The instruction at RIP is recorded; a CPUID or XGETBV there is still
-     * emulated by the caller before the thread goes on. */
-    if (jit_converge && j->repeats >= jit_converge && n > 0 &&
-        !(n >= 2 && code[0] == 0x0f && code[1] == 0xa2) &&
-        !(n >= 3 && code[0] == 0x0f && code[1] == 0x01 && code[2] == 0xd0)) {
+     * The instruction at RIP is recorded (a CPUID or XGETBV returned above:
+     * the caller emulates it and visits the next one). */
+    if (jit_converge && n > 0 && j->repeats >= jit_converge) {
         if (!jregs[k].unchecked) {
             jregs[k].unchecked = true;
             n_jit_unchecked++;
@@ -855,10 +857,6 @@ int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record)
         j->repeats = 0;
         return 0;
     }
-    if (n >= 2 && code[0] == 0x0f && code[1] == 0xa2)
-        return 2;
-    if (n >= 3 && code[0] == 0x0f && code[1] == 0x01 && code[2] == 0xd0)
-        return 3;
     return 1;
 }
 
