@@ -84,6 +84,11 @@ class JunitCase:
     text: str
 
 
+def read_models(out: Path) -> dict[str, dict[str, Any]]:
+    """An exec --out directory's results.json: each model's result by name."""
+    return {m["model"]: m for m in json.loads((out / "results.json").read_text())["models"]}
+
+
 def read_cells(out: Path) -> dict[str, dict[str, Any]]:
     """results.json's cells by name (plus the whole document under "")."""
     doc = json.loads((out / "results.json").read_text())

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from doubles.sdematrix_cli import read_models
 
 from sdematrix.backends.ptrace.backend import PtraceBackend
 
@@ -140,10 +141,6 @@ def _sdematrix(
     )
 
 
-def _results(out: Path) -> dict[str, dict]:
-    return {m["model"]: m for m in json.loads((out / "results.json").read_text())["models"]}
-
-
 def _build(src: Path, exe: Path, *flags: str) -> Path:
     if shutil.which("gcc") is None:
         pytest.fail("gcc not found: ci/bootstrap.sh installs it")
@@ -174,7 +171,7 @@ def test_corpus_program_passes_every_model(prog: Program, tmp_path: Path) -> Non
     )
     err = p.stderr.decode(errors="replace")
     assert (out / "results.json").is_file(), err
-    res = _results(out)
+    res = read_models(out)
     bad = {
         m: res[m]["reasons"] for m in MODELS if res[m]["status"] != "pass" or res[m]["violations"]
     }
@@ -229,7 +226,7 @@ def test_level_build_fails_below_its_level(level: str, tmp_path: Path) -> None:
     p = _sdematrix("exec", "--cpu", f"{low},{high}", "--out", str(out), "--", str(exe))
     err = p.stderr.decode(errors="replace")
     assert p.returncode == 1, err
-    res = _results(out)
+    res = read_models(out)
 
     # below the level: a failure whose first reason is the first offending
     # instruction, in one of the program's functions, of an ISA set the level adds

@@ -31,7 +31,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from doubles.sdematrix_cli import SHIPPED_MATRIX, cli_env, run_cli, skip_unless_ptrace_runs
+from doubles.sdematrix_cli import (
+    SHIPPED_MATRIX,
+    cli_env,
+    read_models,
+    run_cli,
+    skip_unless_ptrace_runs,
+)
 
 from sdematrix.spec.matrix_file import load_matrix
 from sdematrix.spec.models import CpuModel
@@ -207,10 +213,6 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in cli_env().items() if k not in OVERRIDES}
 
 
-def _results(out: Path) -> dict[str, dict]:
-    return {m["model"]: m for m in json.loads((out / "results.json").read_text())["models"]}
-
-
 def _isa_sets(out: Path, model: str, image: str) -> dict[str, int]:
     sets: dict[str, int] = {}
     for f in json.loads((out / model / "mix.json").read_text())["functions"]:
@@ -255,7 +257,7 @@ def test_distro_gcm_libraries_follow_the_model(mode: str, tmp_path: Path) -> Non
         timeout=900,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
-    res = _results(out)
+    res = read_models(out)
     ref = _reference(n)
     models = load_matrix(SHIPPED_MATRIX).models
     for m in MODELS:
@@ -264,7 +266,8 @@ def test_distro_gcm_libraries_follow_the_model(mode: str, tmp_path: Path) -> Non
         assert res[m]["meta"]["expectations_applied"] >= 3, (m, res[m]["meta"])
         r = json.loads((out / m / "stdout").read_text())
         # each dispatcher's own report, against its rule on the model's CPUID
-        assert set(r["gcrypt"]["hwflist"]) == gcrypt_hwflist(model), m
+        hwf, said = gcrypt_hwflist(model), gnutls_said(model)
+        assert set(r["gcrypt"]["hwflist"]) == hwf, m
         assert r["nettle"]["said"][1] == nettle_features(model), (m, r["nettle"]["said"])
         has = sodium_has(model)
         assert r["sodium"]["has"] == has, m
@@ -273,12 +276,12 @@ def test_distro_gcm_libraries_follow_the_model(mode: str, tmp_path: Path) -> Non
         # known answers: every library that ran GCM agrees with cryptography
         assert r["gcrypt"]["ct"] == ref and r["nettle"]["ct"] == ref, m
         assert r["sodium"]["ct"] == (ref if available else None), m
-        assert r["gnutls"]["said"] == gnutls_said(model), (m, r["gnutls"]["said"])
+        assert r["gnutls"]["said"] == said, (m, r["gnutls"]["said"])
         assert r["gnutls"]["ct"] == ref, m
         assert r["gnutls"]["aes128_with_32_byte_key"] == gnutls_mismatch(model), m
         # the path each one took, beyond what the expectations require
         gcrypt = _isa_sets(out, m, "libgcrypt")
-        vaes = {"intel-vaes-vpclmul", "intel-avx2"} <= gcrypt_hwflist(model)
+        vaes = {"intel-vaes-vpclmul", "intel-avx2"} <= hwf
         assert (gcrypt.get("VAES", 0) > 0) is vaes, (m, gcrypt)
         assert (gcrypt.get("AES", 0) > 0) is has["aesni"], (m, gcrypt)
         if not has["aesni"]:  # SSSE3 vector-permutation AES, or tables
@@ -287,7 +290,7 @@ def test_distro_gcm_libraries_follow_the_model(mode: str, tmp_path: Path) -> Non
         # say the library takes it
         applied = {c["name"] for c in res[m]["checks"]}
         assert any(a.startswith("libgcrypt's VAES CTR") for a in applied) is vaes, (m, applied)
-        avx_gcm = "Intel GCM accelerator (AVX) was detected" in gnutls_said(model)
+        avx_gcm = "Intel GCM accelerator (AVX) was detected" in said
         assert any(a.startswith("GnuTLS's AVX GCM") for a in applied) is avx_gcm, (m, applied)
         assert any(a.startswith("no AES-NI or VAES") for a in applied) is not has["aesni"], m
 
@@ -305,7 +308,7 @@ def test_ignoring_libsodium_availability_is_caught_on_nhm(tmp_path: Path) -> Non
         timeout=600,
     )  # fmt: skip
     assert p.returncode == 1, p.stderr[-3000:]
-    nhm = _results(out)["nhm"]
+    nhm = read_models(out)["nhm"]
     assert nhm["status"] == "fail" and nhm["exit_code"] == 0, nhm["reasons"]
     first = nhm["violations"][0]
     assert Path(first["image"]).name.startswith("libsodium.so"), first

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from doubles.sdematrix_cli import read_models
 
 from sdematrix.backends.ptrace.backend import PtraceBackend
 
@@ -49,10 +50,6 @@ def _sdematrix(
         timeout=timeout,
         check=False,
     )
-
-
-def _results(out: Path) -> dict[str, dict]:
-    return {m["model"]: m for m in json.loads((out / "results.json").read_text())["models"]}
 
 
 def _functions(out: Path, model: str, image: str) -> dict[str, dict[str, int]]:
@@ -96,7 +93,7 @@ def test_openssl_cfb128_decrypt_vaes_on_spr_aesni_on_hsw(tmp_path: Path) -> None
         "cfb128-decrypt",
     )
     assert p.returncode == 0, p.stderr
-    res = _results(out)
+    res = read_models(out)
     for m in ("hsw", "spr"):
         assert res[m]["status"] == "pass" and res[m]["violations"] == [], res[m]["reasons"]
         assert (out / m / "stdout").read_text() == native
@@ -131,7 +128,7 @@ def test_openssl_cfb8_takes_no_vaes(tmp_path: Path) -> None:
         "cfb8-decrypt",
     )
     assert p.returncode == 0, p.stderr
-    res = _results(out)
+    res = read_models(out)
     assert res["spr"]["status"] == "pass", res["spr"]["reasons"]
     assert "2 of 2 expectations applied" in _verdicts(p.stderr)["spr"]
     spr = _functions(out, "spr", "_rust")
@@ -186,7 +183,7 @@ def test_openblas_forced_to_haswell_kernels_fails_the_nehalem_model(tmp_path: Pa
         env_set={"OPENBLAS_CORETYPE": "Haswell"},
     )
     assert p.returncode == 1, p.stderr
-    res = _results(out)["nhm"]
+    res = read_models(out)["nhm"]
     assert res["status"] == "fail" and res["exit_code"] == 0, res["reasons"]
     assert any(
         re.search(r"\w+_HASWELL in libscipy_openblas\w*[-.\w]*\.so .*: AVX\w* not in model nhm", r)
@@ -214,7 +211,7 @@ def test_numpy_dispatch_follows_the_model(tmp_path: Path) -> None:
         "-I",
         str(d / "dispatch.py"),
     )
-    res = _results(out)
+    res = read_models(out)
     found = {}
     for m in ("nhm", "hsw", "spr"):
         assert res[m]["status"] == "pass" and res[m]["exit_code"] == 0, (m, res[m]["reasons"])

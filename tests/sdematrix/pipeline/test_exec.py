@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from doubles.sdematrix_cli import read_models
 
 from sdematrix.backends.ptrace.backend import PtraceBackend
 from sdematrix.evidence.insn_bounds import instruction_starts
@@ -43,10 +44,6 @@ def sdematrix(
         timeout=timeout,
         check=False,
     )
-
-
-def results(out: Path) -> dict[str, dict]:
-    return {m["model"]: m for m in json.loads((out / "results.json").read_text())["models"]}
 
 
 def mix(out: Path, model: str) -> dict:
@@ -133,7 +130,7 @@ def test_openssl_cfb8_aes_ni_per_model(tmp_path: Path) -> None:
         str(tmp_path / "ct.bin"),
     )
     assert p.returncode == 0, p.stderr
-    res = results(out)
+    res = read_models(out)
     for m in ("p4p", "wsm", "hsw", "icl", "spr"):
         assert res[m]["status"] == "pass", res[m]["reasons"]
         assert res[m]["violations"] == []
@@ -205,7 +202,7 @@ def test_openssl_gcm_aes_ni_per_model(tmp_path: Path) -> None:
         str(ct),
     )
     assert p.returncode == 0, p.stderr
-    res = results(out)
+    res = read_models(out)
     for m in ("p4p", "wsm", "hsw", "icl", "spr"):
         assert res[m]["status"] == "pass", res[m]["reasons"]
         assert res[m]["violations"] == [] and res[m]["region"] == "whole"
@@ -268,7 +265,7 @@ def test_glibc_ifuncs_follow_the_model(tmp_path: Path) -> None:
         str(data),
     )
     assert p.returncode == 0, p.stderr
-    res = results(out)
+    res = read_models(out)
     for m in ("p4p", "hsw", "icl"):
         assert res[m]["status"] == "pass", (m, res[m]["reasons"])
         assert (out / m / "stdout").read_text().strip() == "286"
@@ -383,7 +380,7 @@ def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
     out = tmp_path / "out"
     p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), how)
     assert p.returncode == 1, p.stderr
-    res = results(out)
+    res = read_models(out)
     assert res["hsw"]["status"] == "pass" and res["hsw"]["violations"] == []
     v = res["nhm"]["violations"]
     image = "/memfd:jit (deleted)" if how == "memfd" else "[anon]"
@@ -459,7 +456,7 @@ def test_jit_converge_trades_exactness_for_speed_and_says_so(tmp_path: Path) -> 
         out = tmp_path / f"out-{how}-{len(opts)}"
         p = sdematrix("exec", "--cpu", "nhm", *opts, "--out", str(out), "--", str(exe), how)
         assert (out / "nhm" / "stdout").read_text() == "loop 20000\n", p.stderr
-        return p, results(out)["nhm"]
+        return p, read_models(out)["nhm"]
 
     p, exact = run("late")  # default: every JIT step recorded
     assert p.returncode == 1 and [v["mnemonic"] for v in exact["violations"]] == ["VPADDD"], (
@@ -493,7 +490,7 @@ def test_children_and_signal_handlers(tmp_path: Path) -> None:
     p = sdematrix("exec", "--cpu", "hsw", "--out", str(out), "--", "sh", "-c", cmd)
     assert p.returncode == 0, p.stderr + (out / "hsw" / "stderr").read_text()
     assert (out / "hsw" / "stdout").read_text() == want
-    meta = results(out)["hsw"]["meta"]
+    meta = read_models(out)["hsw"]["meta"]
     assert meta["images_asked"] >= 2, meta
     names = {os.path.basename(i) for i in meta["images"]}
     assert {"ls", "wc"} <= names, names
