@@ -3,7 +3,8 @@ instructions: the bookkeeping in front of the one builder,
 :func:`sdematrix.evidence.mix_build.build_checked_mix` (which `sdematrix run`'s
 :func:`~sdematrix.evidence.mix_build.checked_mix` and the stepped regions use
 too), so the decode, the chip check, the legacy forms and the mix are the
-same code.  What this adds, for a run that records each instruction once:
+same code.  What this adds, for a run that records each instruction once
+(JIT code: once per window of bytes at an address, see :func:`_cut`):
 
 * one iced-x86 decoder over all recorded bytes finds each instruction's
   length, and each record is cut to its instruction: the builder decodes and
@@ -27,7 +28,7 @@ import iced_x86 as iced
 from ..backends.base import Violation
 from ..spec.models import CpuModel
 from .mix import Mix
-from .mix_build import MAX_VIOLATIONS, build_checked_mix
+from .mix_build import MAX_VIOLATIONS, Located, build_checked_mix
 from .symbols import Location
 
 __all__ = ["Recorded", "whole_checked_mix"]
@@ -81,17 +82,36 @@ def whole_checked_mix(
     model: CpuModel | None,
     limit: int = MAX_VIOLATIONS,
     isa_in_reason: bool = False,
-) -> tuple[Mix, list[Violation]]:
-    """The mix of `items` (in execution-record order) and the chip check of
-    every one against `model` (None: no check), built by
+) -> tuple[Mix, list[Violation], int]:
+    """The mix of `items` (in execution-record order), the chip check of
+    every one against `model` (None: no check) and how many distinct
+    instructions they hold, built by
     :func:`sdematrix.evidence.mix_build.build_checked_mix` from the records
     cut to their instruction and named (see the module doc).
     `isa_in_reason`: a violation's reason ends with the instruction's ISA
     set (``...; ISA set AVX2``), as ``sdematrix exec`` reports it."""
+    located = _cut(items, locate_in)
+    mix, violations = build_checked_mix(
+        source, located, model, limit=limit, isa_in_reason=isa_in_reason
+    )
+    return mix, violations, len(located)
+
+
+def _cut(
+    items: Sequence[Recorded], locate_in: Callable[[int], Callable[[int], Location]]
+) -> list[Located]:
+    """The records cut to their instruction and named, one per (space,
+    address, instruction): the tracer records JIT code once per window of
+    bytes at an address, so an instruction whose following bytes changed
+    comes twice and is kept once, while new code at an address is kept."""
     lengths = _lengths(items)
     locs = _locations(items, locate_in)
-    located = (
-        (a, code[:ln] if ln else code[:_MAXLEN], n, locs[(s, a)])
-        for (s, a, code, n), ln in zip(items, lengths, strict=True)
-    )
-    return build_checked_mix(source, located, model, limit=limit, isa_in_reason=isa_in_reason)
+    out: list[Located] = []
+    kept: set[tuple[int, int, bytes]] = set()
+    for (s, a, code, n), ln in zip(items, lengths, strict=True):
+        cut = code[:ln] if ln else code[:_MAXLEN]
+        if (s, a, cut) in kept:
+            continue
+        kept.add((s, a, cut))
+        out.append((a, cut, n, locs[(s, a)]))
+    return out

@@ -314,14 +314,14 @@ def _chip_check(
     stepped = {(s, a) for s, a, _n, _c in traced.insns}
     recorded = [(s, a, c, 1) for s, a, c in traced.seen if (s, a) not in stepped]
     recorded += [(s, a, c, n) for s, a, n, c in traced.insns]
-    whole, res.violations = whole_checked_mix(
+    whole, res.violations, distinct = whole_checked_mix(
         "ptrace", recorded, locate_in, model, isa_in_reason=True
     )
     codes = {(s, a): c for s, a, c, _n in recorded}
     res.violations += zero_source_violations(
         traced.tzcnt_zero, lambda s, a: codes.get((s, a)), locate_in, model
     )
-    return whole, len(recorded)
+    return whole, distinct
 
 
 def _region_mix(

@@ -99,9 +99,21 @@ static uint64_t n_planted, n_traps, n_anon_exec;
 static char **nobounds;
 static size_t nnobounds;
 
-/* a small open-addressed set of (space, addr) for code without boundary data
- * that was recorded through whole_note (stepped code, sites) */
-static uint64_t *noted;
+/* An open-addressed set of the (space, address, bytes) recorded through
+ * whole_note for code without boundary data (stepped code, sites, JIT code).
+ * The bytes are part of the key: a JIT that writes new code at an address it
+ * ran before (a reused code-cache slot, a patched call) gets the new
+ * instruction recorded too.  The bytes are the window read at the address
+ * (up to 15), so a change in the bytes after a short instruction records it
+ * again; the reader cuts each record to its instruction and keeps one per
+ * (space, address, instruction) (evidence/exec_check.py). */
+struct wnote {
+    uint64_t addr;
+    int32_t space1;       /* space + 1; 0: empty slot */
+    uint8_t len;
+    uint8_t bytes[15];
+};
+static struct wnote *noted;
 static size_t capnoted, nnoted;
 
 
@@ -423,38 +435,56 @@ int whole_trap(int space, pid_t pid, uint64_t addr, bool stepping)
     return 1;
 }
 
-static size_t noted_hash(uint64_t key)
+/* FNV-1a over the address, the space and the bytes */
+static size_t noted_hash(const struct wnote *w)
 {
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 17);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int k = 0; k < 8; k++)
+        h = (h ^ ((w->addr >> (8 * k)) & 0xff)) * 0x100000001b3ull;
+    h = (h ^ (uint64_t)(uint32_t)w->space1) * 0x100000001b3ull;
+    for (size_t k = 0; k < w->len; k++)
+        h = (h ^ w->bytes[k]) * 0x100000001b3ull;
+    return (size_t)(h ^ (h >> 29));
 }
 
-/* true when (space, addr) was not noted before (and notes it) */
-static bool note_once(int space, uint64_t addr)
+static bool note_same(const struct wnote *a, const struct wnote *b)
+{
+    return a->addr == b->addr && a->space1 == b->space1 && a->len == b->len &&
+           !memcmp(a->bytes, b->bytes, a->len);
+}
+
+static void note_put(struct wnote *table, size_t cap, const struct wnote *w)
+{
+    size_t j = noted_hash(w) & (cap - 1);
+    while (table[j].space1)
+        j = (j + 1) & (cap - 1);
+    table[j] = *w;
+}
+
+/* true when (space, addr, bytes) was not noted before (and notes it) */
+static bool note_once(int space, uint64_t addr, const uint8_t *bytes, size_t len)
 {
     if ((nnoted + 1) * 2 > capnoted) {
         size_t oldcap = capnoted;
-        uint64_t *old = noted;
+        struct wnote *old = noted;
         capnoted = capnoted ? capnoted * 2 : 1024;
         noted = calloc(capnoted, sizeof *noted);
         if (!noted)
             exit(125);
         for (size_t i = 0; i < oldcap; i++)
-            if (old[i]) {
-                size_t j = noted_hash(old[i]) & (capnoted - 1);
-                while (noted[j])
-                    j = (j + 1) & (capnoted - 1);
-                noted[j] = old[i];
-            }
+            if (old[i].space1)
+                note_put(noted, capnoted, &old[i]);
         free(old);
     }
-    uint64_t key = (addr ^ ((uint64_t)(space + 1) << 52)) | 1ull << 63;
-    size_t j = noted_hash(key) & (capnoted - 1);
-    while (noted[j]) {
-        if (noted[j] == key)
+    struct wnote w = {.addr = addr, .space1 = space + 1, .len = (uint8_t)(len > 15 ? 15 : len)};
+    memcpy(w.bytes, bytes, w.len);
+    size_t j = noted_hash(&w) & (capnoted - 1);
+    while (noted[j].space1) {
+        if (note_same(&noted[j], &w))
             return false;
         j = (j + 1) & (capnoted - 1);
     }
-    noted[j] = key;
+    noted[j] = w;
     nnoted++;
     return true;
 }
@@ -476,7 +506,7 @@ bool whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len)
             return true;
         }
     }
-    if (!note_once(space, addr))
+    if (!note_once(space, addr, bytes, len))
         return false;
     record(space, addr, bytes, len);
     return true;
@@ -525,8 +555,10 @@ void whole_write(FILE *f, uint64_t asked)
  * Not seen: JIT code run by another thread while one thread steps in the same
  * region (it is executable meanwhile), code made executable by mremap or
  * pkey_mprotect, JIT regions created while a thread steps a marked/function
- * region (they stay executable), and code rewritten in place (recorded
- * with its first bytes at each address). */
+ * region (they stay executable).  Each step reads the bytes at RIP and
+ * whole_note keys them with the address, so code written where other code
+ * ran before (a reused code-cache slot, a patched instruction) is recorded
+ * too. */
 
 #define W_PROT_READ 0x1
 #define W_PROT_EXEC 0x4

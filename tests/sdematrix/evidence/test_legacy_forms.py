@@ -159,7 +159,7 @@ def test_run_mix_records_what_the_model_executes() -> None:
 def test_exec_whole_check_agrees_with_run_check() -> None:
     items = [(0, e.address, e.code, e.count) for e in _executed()]
     for model in ("nhm", "hsw", "p4p"):
-        fast, fv = whole_checked_mix("ptrace", items, lambda _s: _loc, MODELS[model])
+        fast, fv, _n = whole_checked_mix("ptrace", items, lambda _s: _loc, MODELS[model])
         ref, rv = checked_mix("ptrace", _executed(), MODELS[model])
         assert fast.to_json() == ref.to_json()
         assert fv == rv

@@ -80,7 +80,7 @@ def test_whole_check_matches_shared_checked_mix() -> None:
     starts = instruction_starts(libc)[::25]
     items = [(0, base + o, data[o : o + 15], 1 + o % 3) for o in starts]
     model = load_matrix_arg(None).models["nhm"]
-    fast, fv = whole_checked_mix("ptrace", items, lambda _s: sym.locate, model)
+    fast, fv, _n = whole_checked_mix("ptrace", items, lambda _s: sym.locate, model)
     ref, rv = checked_mix("ptrace", [Executed(a, c, n, sym.locate) for _s, a, c, n in items], model)
     assert fv and fv == rv
     assert fast.to_json() == ref.to_json()
@@ -393,6 +393,85 @@ def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
     assert (out / "nhm" / "stdout").read_text() == "jit ran\n"
 
 
+JIT_REWRITE_C = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+/* One JIT address, two instructions: paddd xmm0, xmm1; ret is written and
+ * called, then vpaddd ymm0, ymm0, ymm1; ret at the same address and called,
+ * then the byte after that ret changes (the instructions' bytes do not) and
+ * it is called again.  argv[1] "rwx": one RWX mapping written in place;
+ * "rx": W^X, the page made RW for each write and RX again. */
+static const unsigned char sse2[] = {0x66, 0x0f, 0xfe, 0xc1, 0xc3};
+static const unsigned char avx2[] = {0xc5, 0xfd, 0xfe, 0xc1, 0xc3};
+static unsigned char *p;
+static int w_x;
+static int put(size_t at, const void *code, size_t n)
+{
+    if (w_x && mprotect(p, 4096, PROT_READ | PROT_WRITE))
+        return -1;
+    memcpy(p + at, code, n);
+    if (w_x && mprotect(p, 4096, PROT_READ | PROT_EXEC))
+        return -1;
+    return 0;
+}
+int main(int argc, char **argv)
+{
+    w_x = argc > 1 && !strcmp(argv[1], "rx");
+    p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | (w_x ? 0 : PROT_EXEC),
+             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return 3;
+    void (*fn)(void) = (void (*)(void))p;
+    if (put(0, sse2, sizeof sse2))
+        return 4;
+    fn();
+    if (put(0, avx2, sizeof avx2))
+        return 5;
+    fn();
+    if (put(sizeof avx2, "\x90", 1))
+        return 6;
+    fn();
+    printf("rewritten\n");
+    return 0;
+}
+"""
+
+
+@needs_ptrace
+@needs("gcc")
+@pytest.mark.parametrize("how", ["rwx", "rx"])
+def test_jit_code_rewritten_at_an_address_is_checked_again(tmp_path: Path, how: str) -> None:
+    """A JIT that reuses an address (a freed code-cache slot, a patched
+    call): the AVX2 instruction written where an SSE2 one ran before fails
+    nhm, once; hsw's mix has both at that address.  The third call, whose
+    bytes after the ret changed, adds nothing: each instruction is counted
+    once per address."""
+    src = tmp_path / "jit_rewrite.c"
+    src.write_text(JIT_REWRITE_C)
+    exe = tmp_path / "jit_rewrite"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), how)
+    assert p.returncode == 1, p.stderr
+    res = read_models(out)
+    v = res["nhm"]["violations"]
+    assert [(x["mnemonic"], x["image"], x["bytes_hex"]) for x in v] == [
+        ("VPADDD", "[anon]", "c5fdfec1")
+    ], v
+    assert res["hsw"]["status"] == "pass", res["hsw"]["reasons"]
+    anon = {
+        f["name"]: f["by_mnemonic"]
+        for f in json.loads((out / "hsw" / "mix.json").read_text())["functions"]
+        if f["image"] == "[anon]"
+    }
+    assert anon == {"[anon]+0x0": {"PADDD": 1, "VPADDD": 1}, "[anon]+0x4": {"RET": 1}}, anon
+    assert res["hsw"]["meta"]["jit_steps"] == 6, res["hsw"]["meta"]
+    for m in ("nhm", "hsw"):
+        assert (out / m / "stdout").read_text() == "rewritten\n"
+
+
 JIT_LOOP_C = r"""
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -402,8 +481,7 @@ JIT_LOOP_C = r"""
  * argument is not 0, runs vpaddd ymm0, ymm0, ymm1 once before returning.
  * argv[1] "late": one call with 1 (the AVX2 instruction after the loop, in
  * the same entry).  "reprotect": one call with 0, then the page is made RW,
- * vpaddd; ret written 256 bytes in (the tracer records each JIT address
- * once: docs/EXEC.md), made RX again and that code called. */
+ * vpaddd; ret written 256 bytes in, made RX again and that code called. */
 static const unsigned char loop[] = {
     0xb9, 0x20, 0x4e, 0x00, 0x00, /* mov ecx, 20000 */
     0x83, 0xc0, 0x01,             /* L: add eax, 1 */
