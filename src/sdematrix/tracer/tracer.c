@@ -799,7 +799,12 @@ static bool jit_enter(struct thread *t)
 {
     struct user_regs_struct r;
     get_regs(t->tid, &r);
-    if (!whole_jit_enter(t->sp->id, t->tid, r.rip))
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si);
+    uint64_t at = (uint64_t)(uintptr_t)si.si_addr;
+    bool fetch = si.si_code == SEGV_ACCERR && at >= r.rip && at < r.rip + 15;
+    if (!whole_jit_enter(t->sp->id, t->tid, r.rip, fetch))
         return false;
     if (!t->stepping)
         jit_stop(t);

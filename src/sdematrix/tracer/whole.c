@@ -816,18 +816,24 @@ bool whole_jit_active(pid_t tid)
     return j && j->reg >= 0;
 }
 
-int whole_jit_enter(int space, pid_t tid, uint64_t rip)
+int whole_jit_enter(int space, pid_t tid, uint64_t rip, bool fetch)
 {
     if (!whole_enabled || space < 0)
         return 0;
     int k = jreg_at(space, rip);
-    if (k < 0 || jregs[k].enabled)
+    /* An open region: the program's own fault (a load from address 0, a
+     * poll page), to deliver -- unless it is an instruction fetch fault.
+     * That one was taken while the region was closed and another thread
+     * opened it before this stop was handled (threads stop in any order):
+     * the thread joins the others stepping there. */
+    if (k < 0 || (jregs[k].enabled && !fetch))
         return 0;
     struct jthr *j = jthr_of(tid, true);
     j->space = space;
     if (j->reg >= 0)
         jreg_release(j);
-    if (!inject_mprotect(space, tid, jregs[k].lo, jregs[k].hi - jregs[k].lo, jregs[k].prot)) {
+    if (!jregs[k].enabled &&
+        !inject_mprotect(space, tid, jregs[k].lo, jregs[k].hi - jregs[k].lo, jregs[k].prot)) {
         n_jit_fail++;
         return 0;
     }

@@ -32,8 +32,11 @@ bool whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len);
 void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, uint64_t ip);
 void whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error);
 /* a SIGSEGV at rip: 1 when rip is in a closed JIT region, now open, and the
- * thread steps in it (drop the signal, then whole_jit_visit at each stop) */
-int whole_jit_enter(int space, pid_t tid, uint64_t rip);
+ * thread steps in it (drop the signal, then whole_jit_visit at each stop).
+ * `fetch`: the fault was an instruction fetch at rip (SEGV_ACCERR, si_addr
+ * at rip): in a region another thread opened meanwhile, it was a stale
+ * entry fault and the thread steps there too. */
+int whole_jit_enter(int space, pid_t tid, uint64_t rip, bool fetch);
 /* the thread steps in JIT code */
 bool whole_jit_active(pid_t tid);
 /* --jit-converge N (0, the default: never): a thread that has stepped N
