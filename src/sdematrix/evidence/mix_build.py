@@ -213,24 +213,26 @@ def checked_mix(
 
 def zero_source_violations(
     zeros: Iterable[tuple[int, int, int]],
-    code_at: Callable[[int, int], bytes | None],
+    codes_at: Callable[[int, int], Iterable[bytes]],
     locate_in: Callable[[int], Locate],
     model: CpuModel | None,
 ) -> list[Violation]:
     """The tracer's ``tzcnt_zero`` records (space, address, executions with a
     zero source) as violations on a model that executes TZCNT as BSF (no
     BMI1, :data:`sdematrix.evidence.decode.LEGACY_FORMS`): there the result differs.
-    `code_at(space, address)` gives the recorded bytes."""
+    `codes_at(space, address)` gives the bytes recorded there (JIT code
+    rewritten at an address has more than one: the TZCNT among them is the
+    one the tracer saw with a zero source)."""
     out: list[Violation] = []
     if model is None:
         return out
     for space, addr, n in zeros:
-        code = code_at(space, addr)
-        if not code:
-            continue
-        insn = decode(code, addr)
-        lf = legacy_form(insn, model)
-        if lf is None or lf.new != "TZCNT":
+        for code in codes_at(space, addr):
+            insn = decode(code, addr)
+            lf = legacy_form(insn, model)
+            if lf is not None and lf.new == "TZCNT":
+                break
+        else:
             continue
         loc = locate_in(space)(addr)
         out.append(

@@ -317,9 +317,11 @@ def _chip_check(
     whole, res.violations, distinct = whole_checked_mix(
         "ptrace", recorded, locate_in, model, isa_in_reason=True
     )
-    codes = {(s, a): c for s, a, c, _n in recorded}
+    codes: dict[tuple[int, int], list[bytes]] = {}
+    for s, a, c, _n in recorded:
+        codes.setdefault((s, a), []).append(c)
     res.violations += zero_source_violations(
-        traced.tzcnt_zero, lambda s, a: codes.get((s, a)), locate_in, model
+        traced.tzcnt_zero, lambda s, a: codes.get((s, a), []), locate_in, model
     )
     return whole, distinct
 

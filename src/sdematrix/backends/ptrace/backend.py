@@ -383,10 +383,10 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
         for space, addr, count, code in traced.insns
     )
     mix, violations = checked_mix("ptrace", executed, model)
-    codes = {(space, addr): code for space, addr, _n, code in traced.insns}
+    codes = {(space, addr): [code] for space, addr, _n, code in traced.insns}
     violations += zero_source_violations(
         traced.tzcnt_zero,
-        lambda s, a: codes.get((s, a)),
+        lambda s, a: codes.get((s, a), []),
         lambda s: symbolizers.get(s, empty).locate,
         model,
     )
