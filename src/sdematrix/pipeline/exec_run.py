@@ -375,6 +375,8 @@ def _meta(
         "jit_steps": traced.whole.get("jit_steps", 0),
         "jit_failed": traced.whole.get("jit_failed", 0),
         "jit_unchecked": traced.whole.get("jit_unchecked", 0),
+        "pushf_run": traced.pushf_run,
+        "popf_reset": traced.popf_reset,
         "images_without_bounds": list(traced.nobounds),
         "images": sorted(whole.images),
         "region": res.region,

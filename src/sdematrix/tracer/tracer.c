@@ -86,6 +86,7 @@
 #include "blocks.h"
 #include "fatal.h"
 #include "profile.h"
+#include "trapflag.h"
 #include "tracee_mem.h"
 #include "tzcnt.h"
 #include "whole.h"
@@ -129,6 +130,7 @@ struct thread {
     bool pending;
     bool sig_injected;  /* the step in flight delivers a signal first */
     bool exec_map;      /* the step in flight is an mmap/mprotect(PROT_EXEC) */
+    bool popf_stepped;  /* the step in flight is a POPF (trapflag.c) */
     uint64_t pending_rip;
     uint64_t last_rip;  /* last counted instruction (rep iterations) */
     uint64_t sc_nr, sc_prot;
@@ -166,7 +168,7 @@ static bool block_enter(struct thread *t, uint64_t rip);
 static bool block_stop(struct thread *t, int st);
 
 static uint64_t n_cpuid, n_xgetbv, n_steps, n_regions, n_inject_ok, n_inject_fail;
-static uint64_t n_threads_stepped, n_cpuid_stepped, n_xgetbv_stepped;
+static uint64_t n_threads_stepped, n_cpuid_stepped, n_xgetbv_stepped, n_pushf_run, n_popf_reset;
 static long last_inject_rc;
 static bool truncated;
 /* The last SIGILL delivered to the program: where, and the instruction's
@@ -596,15 +598,42 @@ static void emulate_xgetbv(pid_t pid, struct user_regs_struct *r)
     n_xgetbv++;
 }
 
+/* A PUSHF about to be single-stepped is run by trapflag.c instead (a
+ * stepped one stores the tracer's trap flag, see there); false: not a PUSHF,
+ * or its stack is not writable (step it). */
+static bool run_pushf(struct thread *t, struct user_regs_struct *r, const uint8_t *code, size_t n)
+{
+    uint8_t op;
+    unsigned width;
+    size_t len = flags_insn_form(code, n, &op, &width);
+    if (!len || op != OP_PUSHF || !pushf_run(t->tid, r, len, width))
+        return false;
+    set_regs(t->tid, r);
+    n_pushf_run++;
+    return true;
+}
+
 /* Execute the original instruction under a breakpoint once (restore the
  * byte, single-step, re-arm).  Other threads of the process could pass the
- * site unseen meanwhile; only used for the rare XGETBV with ECX != 0. */
+ * site unseen meanwhile; used for XGETBV with ECX != 0 and for a function
+ * region's entry instruction.  A PUSHF there is run, not stepped, and a
+ * stepped POPF is followed by the reset of trapflag.c. */
 static void step_over(struct thread *t, struct bp *b)
 {
+    const struct rec *code = rec_at(t, b->addr);
+    struct user_regs_struct r;
+    get_regs(t->tid, &r);
+    if (run_pushf(t, &r, code->bytes, code->len))
+        return;
+    uint8_t op;
+    unsigned width;
+    bool popf = flags_insn_form(code->bytes, code->len, &op, &width) && op == OP_POPF;
     poke_byte(t->tid, b->addr, b->orig);
     if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) == 0)
         (void)wait_tid(t->tid);
     poke_byte(t->tid, b->addr, 0xcc);
+    if (popf && whole_step_reset(t->sp->id, t->tid))
+        n_popf_reset++;
 }
 
 /* Handle the breakpoint at r->rip (RIP already points at the site). */
@@ -744,6 +773,15 @@ static void resume(struct thread *t, int sig)
                 continue;
             }
         }
+        uint8_t op;
+        unsigned width;
+        if (flags_insn_form(code->bytes, code->len, &op, &width) && op == OP_PUSHF) {
+            get_regs(t->tid, &r);
+            if (run_pushf(t, &r, code->bytes, code->len)) {
+                commit(t, rip);
+                continue;
+            }
+        }
         tzcnt_note(t->tid, t->sp->id, rip, code->bytes, code->len);
         if (!sig && block_enter(t, rip))
             return;
@@ -757,6 +795,7 @@ static void resume(struct thread *t, int sig)
         t->pending = true;
         t->pending_rip = rip;
         t->sig_injected = sig != 0;
+        t->popf_stepped = flags_insn_form(code->bytes, code->len, &op, &width) && op == OP_POPF;
         ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig);
         return;
     }
@@ -787,7 +826,12 @@ static bool jit_stop(struct thread *t)
         } else if (v == 3 && (uint32_t)r.rcx == 0) {
             emulate_xgetbv(t->tid, &r);
             n_xgetbv_stepped++;
+        } else if (v == 4) {
+            uint8_t code[15];
+            if (!run_pushf(t, &r, code, read_mem(t->tid, r.rip, code, sizeof code)))
+                return true;
         } else {
+            t->popf_stepped = v == 5;
             return true;
         }
     }
@@ -918,6 +962,8 @@ static void write_output(const char *path, int exit_kind, int exit_val)
     fprintf(f, "threads_stepped %" PRIu64 "\n", n_threads_stepped);
     fprintf(f, "cpuid_stepped %" PRIu64 "\n", n_cpuid_stepped);
     fprintf(f, "xgetbv_stepped %" PRIu64 "\n", n_xgetbv_stepped);
+    fprintf(f, "pushf_run %" PRIu64 "\n", n_pushf_run);
+    fprintf(f, "popf_reset %" PRIu64 "\n", n_popf_reset);
     blocks_write_stats(f);
     for (size_t i = 0; i < nspaces; i++)
         fprintf(f, "space %d %d bps %zu fault %d\n", spaces[i]->id, (int)spaces[i]->tgid,
@@ -1028,7 +1074,7 @@ static void on_syscall_stop(struct thread *t)
     if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
         t->sc_nr = info.entry.nr;
         t->sc_prot = (info.entry.nr == 9 || info.entry.nr == 10) ? info.entry.args[2] : 0;
-        if (whole_enabled && t->sp)
+        if (t->sp) /* whole mode's JIT bookkeeping; in every mode its `syscall` */
             whole_sys_enter(t->sp->id, t->tid, info.entry.nr, (const uint64_t *)info.entry.args,
                             info.instruction_pointer);
     } else if (info.op == PTRACE_SYSCALL_INFO_EXIT) {
@@ -1214,6 +1260,12 @@ static bool on_sigtrap(struct thread *t, pid_t pid)
     siginfo_t si;
     memset(&si, 0, sizeof si);
     ptrace(PTRACE_GETSIGINFO, pid, NULL, &si);
+    if (si.si_code == TRAP_TRACE && t->popf_stepped) {
+        /* the POPF stepped: the kernel's claim on TF is gone (trapflag.c) */
+        t->popf_stepped = false;
+        if (t->sp && whole_step_reset(t->sp->id, pid))
+            n_popf_reset++;
+    }
     if (si.si_code != SI_KERNEL && whole_jit_active(pid) && jit_stop(t)) {
         resume(t, 0);
         return true;

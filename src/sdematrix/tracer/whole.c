@@ -40,6 +40,7 @@
  */
 #include "whole.h"
 
+#include "trapflag.h"
 #include "tzcnt.h"
 
 #include <errno.h>
@@ -677,8 +678,9 @@ static bool anonymous_range(pid_t pid, uint64_t lo, uint64_t len)
 
 void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, uint64_t ip)
 {
-    if (!whole_enabled || space < 0)
+    if (space < 0)
         return;
+    /* in every mode: whole_step_reset borrows it in stepped regions too */
     if (ip >= 2 && jreg_at(space, ip - 2) < 0) {
         if ((size_t)space >= ngadget) {
             gadget = wrealloc(gadget, ((size_t)space + 1) * sizeof *gadget);
@@ -687,6 +689,8 @@ void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, ui
         }
         gadget[space] = ip - 2; /* `syscall` is 0F 05: just executed */
     }
+    if (!whole_enabled)
+        return;
     struct jthr *j = jthr_of(tid, true);
     j->space = space;
     j->nr = nr;
@@ -727,10 +731,14 @@ void whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error)
     }
 }
 
-/* Run mprotect(lo, len, prot) in the stopped thread: RIP set to the
- * process's known `syscall` instruction, one step, registers put back.  A
- * signal that arrives meanwhile is queued again for the thread. */
-static bool inject_mprotect(int space, pid_t tid, uint64_t lo, uint64_t len, uint64_t prot)
+/* Run syscall nr(a0, a1, a2) in the stopped thread: RIP set to the
+ * process's known `syscall` instruction, registers put back afterwards; its
+ * return value in *ret.  `step`: one single step runs it; else the thread
+ * runs to the syscall's entry and exit stops (PTRACE_SYSCALL), which also
+ * clears the kernel's single-step state (whole_step_reset).  A signal that
+ * arrives meanwhile is queued again for the thread. */
+static bool inject_syscall(int space, pid_t tid, uint64_t nr, uint64_t a0, uint64_t a1,
+                           uint64_t a2, bool step, uint64_t *ret)
 {
     if ((size_t)space >= ngadget || !gadget[space])
         return false;
@@ -745,16 +753,17 @@ static bool inject_mprotect(int space, pid_t tid, uint64_t lo, uint64_t len, uin
         return false;
     r = saved;
     r.rip = gadget[space];
-    r.rax = 10;
+    r.rax = nr;
     r.orig_rax = (unsigned long long)-1;
-    r.rdi = lo;
-    r.rsi = len;
-    r.rdx = prot;
+    r.rdi = a0;
+    r.rsi = a1;
+    r.rdx = a2;
     if (ptrace(PTRACE_SETREGS, tid, NULL, &r))
         return false;
     bool ok = false;
+    int syscall_stops = 0;
     for (int tries = 0; tries < 8; tries++) {
-        if (ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL))
+        if (ptrace(step ? PTRACE_SINGLESTEP : PTRACE_SYSCALL, tid, NULL, NULL))
             break;
         int st;
         pid_t w;
@@ -764,15 +773,37 @@ static bool inject_mprotect(int space, pid_t tid, uint64_t lo, uint64_t len, uin
             return false; /* the thread is gone */
         if (ptrace(PTRACE_GETREGS, tid, NULL, &r))
             break;
-        if (r.rip == gadget[space] + 2) {
-            ok = r.rax == 0;
+        if (!step && WSTOPSIG(st) == (SIGTRAP | 0x80)) {
+            if (++syscall_stops < 2) /* entry; then exit */
+                continue;
+            ok = true;
+            *ret = r.rax;
             break;
         }
-        if (WSTOPSIG(st) != SIGTRAP) /* a signal before the step: later */
+        if (step && r.rip == gadget[space] + 2) {
+            ok = true;
+            *ret = r.rax;
+            break;
+        }
+        if (WSTOPSIG(st) != SIGTRAP) /* a signal before the syscall: later */
             syscall(SYS_tgkill, (int)s->tgid, (int)tid, WSTOPSIG(st));
     }
     ptrace(PTRACE_SETREGS, tid, NULL, &saved);
     return ok;
+}
+
+static bool inject_mprotect(int space, pid_t tid, uint64_t lo, uint64_t len, uint64_t prot)
+{
+    uint64_t ret = 1;
+    return inject_syscall(space, tid, 10, lo, len, prot, true, &ret) && ret == 0;
+}
+
+bool whole_step_reset(int space, pid_t tid)
+{
+    uint64_t ret;
+    if (space < 0)
+        return false;
+    return inject_syscall(space, tid, 39 /* getpid */, 0, 0, 0, false, &ret);
 }
 
 /* An executable mapping [lo, hi) with permissions `perms` found in the maps
@@ -879,6 +910,10 @@ int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record)
         return 2;
     if (n >= 3 && code[0] == 0x0f && code[1] == 0x01 && code[2] == 0xd0)
         return 3;
+    uint8_t op;
+    unsigned width;
+    if (n > 0 && flags_insn_form(code, (size_t)n, &op, &width))
+        return op == OP_PUSHF ? 4 : 5;
     /* --jit-converge: this thread has met only recorded instructions for N
      * steps (a loop that has shown its body): it runs on natively and the
      * region stays open, unchecked, until the program maps or protects it

@@ -45,10 +45,16 @@ bool whole_jit_active(pid_t tid);
  * program maps or protects it again (see whole.c) */
 void whole_jit_set_converge(uint64_t n);
 /* a stop of a JIT-stepping thread at rip: 0 it left JIT code (stepping
- * ends), 1 keep stepping, 2 / 3: rip is at a CPUID / XGETBV (to emulate,
- * then visit again); `record`: record the instruction (false when the
+ * ends), 1 keep stepping, 2 / 3 / 4: rip is at a CPUID / XGETBV / PUSHF (to
+ * emulate or run, trapflag.c, then visit again), 5: at a POPF (step it,
+ * then whole_step_reset); `record`: record the instruction (false when the
  * thread steps a region, which records it itself) */
 int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record);
+/* after a stepped POPF (any mode): end the kernel's single-step state of
+ * the stopped thread cleanly by running getpid in it with PTRACE_SYSCALL
+ * (trapflag.c); false when the process has not run a `syscall` instruction
+ * to borrow (whole_sys_enter notes one in every mode) */
+bool whole_step_reset(int space, pid_t tid);
 /* the whole-mode lines of the output file; asked: profile_asked() */
 void whole_write(FILE *f, uint64_t asked);
 

@@ -555,6 +555,94 @@ def test_jit_threads_entering_at_once_and_the_programs_own_faults(
         assert read_models(out)[m]["meta"]["jit_entries"] >= 8, m
 
 
+TRAPFLAG_C = r"""
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+/* The CPU-feature idiom of HotSpot's generated stub: flip AC and ID in a
+ * PUSHF image, POPF it, PUSHF again and return the bits that changed, then
+ * POPF the original flags back.  Run as JIT code and as a C function
+ * (flags_probe_native, for --region function:flags_probe_native); then, in
+ * plain code, the program reads its own TF, makes syscalls and takes a
+ * signal. */
+static const unsigned char probe[] = {
+    0x9c,                               /* pushf */
+    0x58,                               /* pop rax */
+    0x48, 0x89, 0xc1,                   /* mov rcx, rax */
+    0x48, 0x35, 0x00, 0x00, 0x24, 0x00, /* xor rax, 0x240000 (AC, ID) */
+    0x50,                               /* push rax */
+    0x9d,                               /* popf */
+    0x9c,                               /* pushf */
+    0x58,                               /* pop rax */
+    0x48, 0x31, 0xc8,                   /* xor rax, rcx */
+    0x51,                               /* push rcx */
+    0x9d,                               /* popf */
+    0xc3};                              /* ret */
+__attribute__((noinline)) unsigned long flags_probe_native(void)
+{
+    unsigned long changed;
+    __asm__ volatile("pushfq\n\tpopq %%rax\n\tmovq %%rax, %%rcx\n\t"
+                     "xorq $0x240000, %%rax\n\tpushq %%rax\n\tpopfq\n\t"
+                     "pushfq\n\tpopq %%rax\n\txorq %%rcx, %%rax\n\tpushq %%rcx\n\tpopfq"
+                     : "=a"(changed) : : "rcx", "cc", "memory");
+    return changed;
+}
+static volatile int got;
+static void on_usr1(int sig) { (void)sig; got++; }
+int main(void)
+{
+    unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return 3;
+    memcpy(p, probe, sizeof probe);
+    if (mprotect(p, 4096, PROT_READ | PROT_EXEC))
+        return 4;
+    unsigned long jit = ((unsigned long (*)(void))p)();
+    unsigned long native = flags_probe_native();
+    unsigned long f;
+    __asm__ volatile("pushfq\n\tpopq %0" : "=r"(f));
+    for (int i = 0; i < 3; i++)
+        getppid();
+    signal(SIGUSR1, on_usr1);
+    raise(SIGUSR1);
+    printf("jit %lx native %lx tf %lu signals %d\n", jit, native, (f >> 8) & 1, got);
+    return 0;
+}
+"""
+
+
+@needs("gcc")
+@pytest.mark.parametrize("mode", ["fault", "bp"])
+def test_pushf_and_popf_stepped_leave_the_trap_flag_alone(tmp_path: Path, mode: str) -> None:
+    """HotSpot's CPU-feature idiom (PUSHF, flip AC and ID, POPF, PUSHF,
+    compare) stepped as JIT code and as a function region: the program sees
+    the flags it sees natively -- AC and ID flip, TF clear afterwards, its
+    syscalls and signal as natively.  Before the tracer ran PUSHF itself and
+    reset the kernel's stepping state after a POPF, TF was set after both
+    ("tf 1"), and OpenJDK died of SIGTRAP (docs/EXEC.md)."""
+    skip_unless_ptrace_runs(SHIPPED_MATRIX, ["nhm", "hsw"], mode)
+    src = tmp_path / "trapflag.c"
+    src.write_text(TRAPFLAG_C)
+    exe = tmp_path / "trapflag"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    native = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    assert native == "jit 240000 native 240000 tf 0 signals 1\n", native
+    for region, runs in (("whole", 2), ("function:flags_probe_native", 4)):
+        out = tmp_path / region.replace(":", "_")
+        p = sdematrix(
+            "exec", "--cpu", "nhm,hsw", "--cpuid-mode", mode, "--region", region,
+            "--out", str(out), "--", str(exe),
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        for m, res in read_models(out).items():
+            assert (out / m / "stdout").read_text() == native, (region, m)
+            meta = res["meta"]
+            assert (meta["pushf_run"], meta["popf_reset"]) == (runs, runs), (region, m, meta)
+
+
 JIT_LOOP_C = r"""
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -247,6 +247,10 @@ class TracerOutput:
     threads_stepped: int = 0
     cpuid_stepped: int = 0  # CPUIDs met while stepping (emulated where they were)
     xgetbv_stepped: int = 0
+    # PUSHFs the tracer ran instead of stepping, stepped POPFs after which it
+    # reset the kernel's stepping state (tracer/trapflag.c)
+    pushf_run: int = 0
+    popf_reset: int = 0
     blocks_entered: int = 0
     block_insns: int = 0
     blocks_interrupted: int = 0
@@ -321,6 +325,8 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 "threads_stepped",
                 "cpuid_stepped",
                 "xgetbv_stepped",
+                "pushf_run",
+                "popf_reset",
                 "blocks_entered",
                 "block_insns",
                 "blocks_interrupted",
@@ -405,6 +411,8 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
             "instructions": sum(n for _s, _a, n, _c in traced.insns),
             "cpuid_stepped": traced.cpuid_stepped,
             "xgetbv_stepped": traced.xgetbv_stepped,
+            "pushf_run": traced.pushf_run,
+            "popf_reset": traced.popf_reset,
             # block stepping: straight-line runs executed natively, and the
             # instructions they covered (counted as if single-stepped)
             "blocks_entered": traced.blocks_entered,
