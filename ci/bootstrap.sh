@@ -14,6 +14,8 @@ pkgs=(gcc libc6-dev binutils make qemu-user debootstrap chromium valgrind xz-uti
 pkgs+=(gzip bzip2 zstd lz4 python3 perl mawk sqlite3 jq libc-bin coreutils)
 # other projects' AES-GCM dispatchers (tests/integration/test_distro_gcm_libs.py)
 pkgs+=(libgcrypt20 libnettle8 libgnutls30 libsodium23)
+# a dispatcher in JIT code (tests/integration/test_openjdk.py): HotSpot
+pkgs+=(openjdk-17-jre-headless)
 command -v dockerd >/dev/null || pkgs+=(docker.io)   # the engine; a bare client (often preinstalled) is not enough
 missing=()
 for p in "${pkgs[@]}"; do
