@@ -170,8 +170,8 @@ class LegacyForm:
 #   emits `rep bsf` for __builtin_ctz at -march=x86-64 because the result is
 #   the same wherever ctz is defined (non-zero input); glibc's printf of a
 #   double runs one.  Legal, and counted under legacy_forms.
-#   A zero source is caught where the tracer sees the operand (stepped
-#   regions): see docs/EXEC.md.
+#   Where the tracer sees a zero source it runs the instruction as BSF (the
+#   destination kept, tracer/tzcnt.c), as the model would: see docs/EXEC.md.
 # * LZCNT (F3 0F BD) without LZCNT (Intel: Haswell on; AMD: ABM, K10 on)
 #   executes as BSR.  Intel SDM vol. 2A LZCNT: "LZCNT differs from BSR" and
 #   "on processors that do not support LZCNT, the instruction byte encoding is

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..backends.base import Violation
 from ..spec.models import CpuModel
@@ -41,11 +41,12 @@ __all__ = [
     "Executed",
     "Judged",
     "Located",
+    "as_bsf_meta",
     "build_checked_mix",
     "checked_mix",
     "judge_encoding",
     "mix_from_executed",
-    "zero_source_violations",
+    "zero_source_as_bsf",
 ]
 
 # Violations kept per run: one per offending address, and a run that breaks
@@ -211,39 +212,45 @@ def checked_mix(
     )
 
 
-def zero_source_violations(
+def zero_source_as_bsf(
     zeros: Iterable[tuple[int, int, int]],
     codes_at: Callable[[int, int], Iterable[bytes]],
     locate_in: Callable[[int], Locate],
     model: CpuModel | None,
-) -> list[Violation]:
+) -> list[dict[str, Any]]:
     """The tracer's ``tzcnt_zero`` records (space, address, executions with a
-    zero source) as violations on a model that executes TZCNT as BSF (no
-    BMI1, :data:`sdematrix.evidence.decode.LEGACY_FORMS`): there the result differs.
+    zero source) on a model that executes TZCNT as BSF (no BMI1,
+    :data:`sdematrix.evidence.decode.LEGACY_FORMS`): the tracer ran those
+    executions as the model does (tracer/tzcnt.c: BSF of zero keeps the
+    destination and sets ZF), so the program took the model's path; one
+    entry per address (function, image, address, executions), for the
+    verdict to say so.  Not violations: whether the destination's value
+    matters is the program's business (glibc's printf("%f", 0.5) counts the
+    trailing zeros of a zero limb, and prints the same either way).
     `codes_at(space, address)` gives the bytes recorded there (JIT code
     rewritten at an address has more than one: the TZCNT among them is the
     one the tracer saw with a zero source)."""
-    out: list[Violation] = []
+    out: list[dict[str, Any]] = []
     if model is None:
         return out
     for space, addr, n in zeros:
-        for code in codes_at(space, addr):
-            insn = decode(code, addr)
-            lf = legacy_form(insn, model)
-            if lf is not None and lf.new == "TZCNT":
-                break
-        else:
+        if not any(
+            (lf := legacy_form(decode(code, addr), model)) is not None and lf.new == "TZCNT"
+            for code in codes_at(space, addr)
+        ):
             continue
         loc = locate_in(space)(addr)
-        out.append(
-            Violation(
-                reason=f"TZCNT of zero executes as BSF on {model.name}: result differs "
-                f"({n} execution{'s' if n != 1 else ''} with a zero source seen)",
-                address=addr,
-                function=loc.function,
-                image=loc.image,
-                mnemonic=insn.mnemonic,
-                bytes_hex=code[: insn.length].hex(),
-            )
-        )
+        out.append({"function": loc.function, "image": loc.image, "address": addr, "executions": n})
     return out
+
+
+def as_bsf_meta(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`zero_source_as_bsf`'s entries as meta: the executions run as BSF
+    (``tzcnt_zero_as_bsf``) and where, one "FUNCTION (IMAGE)" each
+    (``tzcnt_zero_as_bsf_at``; JUnit joins a list with spaces)."""
+    return {
+        "tzcnt_zero_as_bsf": sum(z["executions"] for z in runs),
+        "tzcnt_zero_as_bsf_at": [
+            f"{z['function']} ({z['image'].rsplit('/', 1)[-1]})" for z in runs
+        ],
+    }

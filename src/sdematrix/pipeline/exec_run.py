@@ -54,7 +54,7 @@ from ..errors import SdeMatrixError
 from ..evidence.exec_check import whole_checked_mix
 from ..evidence.insn_bounds import bounds_file, fde_ranges
 from ..evidence.mix import Mix
-from ..evidence.mix_build import Executed, mix_from_executed, zero_source_violations
+from ..evidence.mix_build import Executed, as_bsf_meta, mix_from_executed, zero_source_as_bsf
 from ..evidence.symbols import Location, Symbolizer, load_image
 from ..spec.choices import DEFAULT_TIMEOUT
 from ..spec.models import CpuModel
@@ -308,9 +308,10 @@ def _locator(traced: TracerOutput) -> Locator:
 
 def _chip_check(
     res: ExecResult, traced: TracerOutput, model: CpuModel, locate_in: Locator
-) -> tuple[Mix, int]:
-    """The whole-run mix and chip check: every distinct instruction, whole-run
-    and stepped alike, and TZCNT with a zero source; (mix, how many)."""
+) -> tuple[Mix, int, list[dict[str, Any]]]:
+    """The whole-run mix and chip check of every distinct instruction,
+    whole-run and stepped alike; (mix, how many, the TZCNTs of zero the
+    tracer ran as BSF for the model: :func:`zero_source_as_bsf`)."""
     stepped = {(s, a) for s, a, _n, _c in traced.insns}
     recorded = [(s, a, c, 1) for s, a, c in traced.seen if (s, a) not in stepped]
     recorded += [(s, a, c, n) for s, a, n, c in traced.insns]
@@ -320,10 +321,10 @@ def _chip_check(
     codes: dict[tuple[int, int], list[bytes]] = {}
     for s, a, c, _n in recorded:
         codes.setdefault((s, a), []).append(c)
-    res.violations += zero_source_violations(
+    as_bsf = zero_source_as_bsf(
         traced.tzcnt_zero, lambda s, a: codes.get((s, a), []), locate_in, model
     )
-    return whole, distinct
+    return whole, distinct, as_bsf
 
 
 def _region_mix(
@@ -416,9 +417,10 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
         res.error = "tracer output incomplete"
         return res
     locate_in = _locator(traced)
-    whole, distinct = _chip_check(res, traced, model, locate_in)
+    whole, distinct, as_bsf = _chip_check(res, traced, model, locate_in)
     res.mix = mix = _region_mix(res, plan, traced, model, whole, locate_in)
     res.meta = _meta(res, traced, model, whole, distinct)
+    res.meta.update(as_bsf_meta(as_bsf))
     mix.meta.update(res.meta)
     why = _host_sigill(traced, model, locate_in)
     if why is not None:

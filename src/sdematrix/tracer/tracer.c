@@ -782,7 +782,11 @@ static void resume(struct thread *t, int sig)
                 continue;
             }
         }
-        tzcnt_note(t->tid, t->sp->id, rip, code->bytes, code->len);
+        size_t bsf = tzcnt_note(t->tid, t->sp->id, rip, code->bytes, code->len);
+        if (bsf && tzcnt_as_bsf(t->tid, rip, bsf)) { /* the model runs it as BSF */
+            commit(t, rip);
+            continue;
+        }
         if (!sig && block_enter(t, rip))
             return;
         t->exec_map = false;
@@ -830,6 +834,8 @@ static bool jit_stop(struct thread *t)
             uint8_t code[15];
             if (!run_pushf(t, &r, code, read_mem(t->tid, r.rip, code, sizeof code)))
                 return true;
+        } else if (v == 6) {
+            get_regs(t->tid, &r); /* a TZCNT of zero ran as BSF (tzcnt.c) */
         } else {
             t->popf_stepped = v == 5;
             return true;
@@ -1280,9 +1286,12 @@ static bool on_sigtrap(struct thread *t, pid_t pid)
             resume(t, 0);
             return true;
         }
-        if (whole_trap(t->sp->id, pid, r.rip - 1, t->stepping)) {
-            r.rip -= 1; /* first visit: the original byte is back */
-            set_regs(pid, &r);
+        int w = whole_trap(t->sp->id, pid, r.rip - 1, t->stepping);
+        if (w) {
+            if (w == 1) {
+                r.rip -= 1; /* first visit: the original byte is back */
+                set_regs(pid, &r);
+            }
             resume(t, 0);
             return true;
         }

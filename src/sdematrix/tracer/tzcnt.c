@@ -9,8 +9,18 @@
  * runs where the tracer stops at it (a stepped region's single step, a
  * block's last instruction -- blocks end at every F3-prefixed instruction --,
  * a JIT step, a first-visit trap) its source operand is read, and the
- * executions with a zero source are counted per address; sdematrix decides
- * whether the model lacks BMI1. */
+ * executions with a zero source are counted per address.
+ *
+ * On a model without BMI1 (CPUID.(EAX=7,ECX=0):EBX bit 3 of the profile) such
+ * an execution is run as the model runs it: as BSF with a zero source, which
+ * sets ZF and leaves the destination as it was (AMD APM, BSF: "does not
+ * change the contents of the destination register"; the Intel SDM calls it
+ * undefined, and Intel parts leave it too, as the Linux kernel's ffs() relies
+ * on).  The caller runs it so with tzcnt_as_bsf (RIP past it, ZF set), so the
+ * program takes the path it takes on that part: glibc's printf("%f", 0.5)
+ * computes count_trailing_zeros of a zero limb, and its output is the same
+ * either way.  Executions the tracer does not stop at (whole mode: every one
+ * after the first visit) run as TZCNT. */
 #include "tzcnt.h"
 
 #include <inttypes.h>
@@ -20,6 +30,7 @@
 #include <sys/user.h>
 
 #include "fatal.h"
+#include "profile.h"
 #include "tracee_mem.h"
 
 struct tzz {
@@ -68,7 +79,7 @@ static int64_t disp_at(const uint8_t *b, size_t i, size_t width)
  * 0F BC, ModRM, SIB and displacement; the source is a register or memory
  * (RIP-relative, FS/GS-based, 32-bit addressing) of 16, 32 or 64 bits. */
 static bool tzcnt_source(pid_t tid, uint64_t rip, const uint8_t *b, size_t n,
-                         const struct user_regs_struct *r, uint64_t *val)
+                         const struct user_regs_struct *r, uint64_t *val, size_t *len)
 {
     size_t i = 0;
     uint8_t rep = 0, rex = 0;
@@ -104,6 +115,7 @@ static bool tzcnt_source(pid_t tid, uint64_t rip, const uint8_t *b, size_t n,
     uint64_t mask = size == 8 ? ~0ull : (1ull << (8 * size)) - 1;
     if (mod == 3) {
         *val = gpr(r, rm | ((rex & 1u) << 3)) & mask;
+        *len = i;
         return true;
     }
     uint64_t ea = 0;
@@ -145,36 +157,64 @@ static bool tzcnt_source(pid_t tid, uint64_t rip, const uint8_t *b, size_t n,
     uint64_t v = 0;
     memcpy(&v, buf, size);
     *val = v & mask;
+    *len = i;
     return true;
 }
 
-void tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *b, size_t n)
+/* Whether the presented model has BMI1 (asked once: the profile is fixed). */
+static bool model_has_bmi1(void)
+{
+    static int has = -1;
+    if (has < 0) {
+        uint32_t max[4], l7[4] = {0};
+        profile_answer_cpuid(0, 0, max);
+        if (max[0] >= 7)
+            profile_answer_cpuid(7, 0, l7);
+        has = (l7[1] >> 3) & 1;
+    }
+    return has;
+}
+
+size_t tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *b, size_t n)
 {
     /* cheap filter before any syscall: F3 first (compilers put it there),
      * or among the prefixes, and 0F BC within the first 8 bytes */
     if (n < 4 || !memchr(b, 0xf3, n < 5 ? n : 5))
-        return;
+        return 0;
     bool op = false;
     for (size_t k = 0; k + 1 < n && k < 7 && !op; k++)
         op = b[k] == 0x0f && b[k + 1] == 0xbc;
     if (!op)
-        return;
+        return 0;
     struct user_regs_struct r;
     if (ptrace(PTRACE_GETREGS, tid, NULL, &r))
-        return;
+        return 0;
     uint64_t v;
-    if (!tzcnt_source(tid, rip, b, n, &r, &v) || v != 0)
-        return;
-    for (size_t k = 0; k < ntzz; k++)
-        if (tzz[k].addr == rip && tzz[k].space == space) {
-            tzz[k].count++;
-            return;
+    size_t len = 0;
+    if (!tzcnt_source(tid, rip, b, n, &r, &v, &len) || v != 0)
+        return 0;
+    size_t k = 0;
+    while (k < ntzz && !(tzz[k].addr == rip && tzz[k].space == space))
+        k++;
+    if (k == ntzz) {
+        if (ntzz == captzz) {
+            captzz = captzz ? 2 * captzz : 16;
+            tzz = xrealloc(tzz, captzz * sizeof *tzz);
         }
-    if (ntzz == captzz) {
-        captzz = captzz ? 2 * captzz : 16;
-        tzz = xrealloc(tzz, captzz * sizeof *tzz);
+        tzz[ntzz++] = (struct tzz){space, rip, 0};
     }
-    tzz[ntzz++] = (struct tzz){space, rip, 1};
+    tzz[k].count++;
+    return model_has_bmi1() ? 0 : len;
+}
+
+bool tzcnt_as_bsf(pid_t tid, uint64_t rip, size_t len)
+{
+    struct user_regs_struct r;
+    if (ptrace(PTRACE_GETREGS, tid, NULL, &r))
+        return false;
+    r.rip = rip + len;
+    r.eflags |= 0x40; /* ZF: the source was zero */
+    return ptrace(PTRACE_SETREGS, tid, NULL, &r) == 0;
 }
 
 void tzcnt_write(FILE *f)

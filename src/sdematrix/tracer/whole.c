@@ -431,8 +431,11 @@ int whole_trap(int space, pid_t pid, uint64_t addr, bool stepping)
         im->seen[i / 8] |= (uint8_t)(1u << (i % 8));
         record(space, addr, orig, n);
     }
-    if (!stepping) /* a stepping thread's step looks at it (tracer.c resume) */
-        tzcnt_note(pid, space, addr, orig, n); /* first visit: its source now */
+    if (!stepping) { /* a stepping thread's step looks at it (tracer.c resume) */
+        size_t bsf = tzcnt_note(pid, space, addr, orig, n); /* first visit: its source now */
+        if (bsf && tzcnt_as_bsf(pid, addr, bsf))
+            return 2;
+    }
     return 1;
 }
 
@@ -904,7 +907,9 @@ int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record)
     n_jit_steps++;
     if (n > 0) {
         j->repeats = whole_note(space, rip, code, (size_t)n) ? 0 : j->repeats + 1;
-        tzcnt_note(tid, space, rip, code, (size_t)n);
+        size_t bsf = tzcnt_note(tid, space, rip, code, (size_t)n);
+        if (bsf && tzcnt_as_bsf(tid, rip, bsf))
+            return 6;
     }
     if (n >= 2 && code[0] == 0x0f && code[1] == 0xa2)
         return 2;

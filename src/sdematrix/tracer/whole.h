@@ -17,8 +17,10 @@ void whole_new_space(int space, pid_t tgid, int copy_from);
 /* plant first-visit int3s in every executable image mapping of the process */
 void whole_arm(int space, pid_t pid);
 /* an int3 stop with the int3 at addr: 1 when it was ours (the original
- * byte is back and the instruction recorded: the caller rewinds RIP);
- * `stepping`: the thread steps a region (its step looks at a TZCNT) */
+ * byte is back and the instruction recorded: the caller rewinds RIP), 2
+ * when it was ours and a TZCNT of zero there was run as BSF (tzcnt.c: RIP
+ * is already past it); `stepping`: the thread steps a region (its step
+ * looks at a TZCNT) */
 int whole_trap(int space, pid_t pid, uint64_t addr, bool stepping);
 /* replace buf with the image file's bytes at addr; returns the count, 0 when
  * addr is not in an image mapping with boundary data */
@@ -47,8 +49,9 @@ void whole_jit_set_converge(uint64_t n);
 /* a stop of a JIT-stepping thread at rip: 0 it left JIT code (stepping
  * ends), 1 keep stepping, 2 / 3 / 4: rip is at a CPUID / XGETBV / PUSHF (to
  * emulate or run, trapflag.c, then visit again), 5: at a POPF (step it,
- * then whole_step_reset); `record`: record the instruction (false when the
- * thread steps a region, which records it itself) */
+ * then whole_step_reset), 6: a TZCNT of zero was run as BSF (tzcnt.c; visit
+ * again); `record`: record the instruction (false when the thread steps a
+ * region, which records it itself) */
 int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record);
 /* after a stepped POPF (any mode): end the kernel's single-step state of
  * the stopped thread cleanly by running getpid in it with PTRACE_SYSCALL

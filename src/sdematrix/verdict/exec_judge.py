@@ -140,6 +140,13 @@ def summary_line(o: ExecOutcome) -> str:
     if r.mix is not None and r.mix.legacy_forms:
         kinds = ", ".join(f"{k} {n}" for k, n in r.mix.legacy_forms.most_common())
         line += f"\n    legacy_forms {r.mix.legacy_total}: {kinds}"
+    if r.meta.get("tzcnt_zero_as_bsf"):
+        at = r.meta.get("tzcnt_zero_as_bsf_at", [])
+        more = f" and {len(at) - 5} more" if len(at) > 5 else ""
+        line += (
+            f"\n    TZCNT of zero run as BSF, as {o.model} does (destination kept):"
+            f" {r.meta['tzcnt_zero_as_bsf']} execution(s) at {', '.join(at[:5])}{more}"
+        )
     if o.status != "pass":
         line += "\n" + "\n".join(f"    - {x}" for x in o.reasons[:shown])
         if len(o.reasons) > shown:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ...evidence.mix import Mix
-from ...evidence.mix_build import Executed, checked_mix, zero_source_violations
+from ...evidence.mix_build import Executed, as_bsf_meta, checked_mix, zero_source_as_bsf
 from ...evidence.symbols import Symbolizer
 from ...spec.choices import CPUID_MODES, TRACER_CPUID_MODES
 from ...spec.models import Cell, CpuModel
@@ -390,12 +390,14 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
     )
     mix, violations = checked_mix("ptrace", executed, model)
     codes = {(space, addr): [code] for space, addr, _n, code in traced.insns}
-    violations += zero_source_violations(
+    as_bsf = zero_source_as_bsf(
         traced.tzcnt_zero,
         lambda s, a: codes.get((s, a), []),
         lambda s: symbolizers.get(s, empty).locate,
         model,
     )
+    # TZCNTs of zero the tracer ran as BSF, as the model does (tracer/tzcnt.c)
+    mix.meta.update(as_bsf_meta(as_bsf))
     mix.meta.update(
         {
             "cpuid_mode": traced.cpuid_mode,
