@@ -27,6 +27,15 @@ needs_ptrace = pytest.mark.skipif(
 )
 
 
+def build_c(tmp_path: Path, name: str, source: str, *cflags: str) -> Path:
+    """`source` built with gcc -O1 (and `cflags`) as tmp_path/name."""
+    src = tmp_path / f"{name}.c"
+    src.write_text(source)
+    exe = tmp_path / name
+    subprocess.run(["gcc", "-O1", *cflags, "-o", str(exe), str(src)], check=True)
+    return exe
+
+
 def needs(tool: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(shutil.which(tool) is None, reason=f"{tool} not installed")
 
@@ -373,10 +382,7 @@ int main(int argc, char **argv)
 def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
     """An AVX2 instruction written into anonymous executable memory and run
     fails nhm's chip check, named with image [anon]; hsw passes."""
-    src = tmp_path / "jit.c"
-    src.write_text(JIT_C)
-    exe = tmp_path / "jit"
-    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    exe = build_c(tmp_path, "jit", JIT_C)
     out = tmp_path / "out"
     p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), how)
     assert p.returncode == 1, p.stderr
@@ -448,10 +454,7 @@ def test_jit_code_rewritten_at_an_address_is_checked_again(tmp_path: Path, how: 
     nhm, once; hsw's mix has both at that address.  The third call, whose
     bytes after the ret changed, adds nothing: each instruction is counted
     once per address."""
-    src = tmp_path / "jit_rewrite.c"
-    src.write_text(JIT_REWRITE_C)
-    exe = tmp_path / "jit_rewrite"
-    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    exe = build_c(tmp_path, "jit_rewrite", JIT_REWRITE_C)
     out = tmp_path / "out"
     p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), how)
     assert p.returncode == 1, p.stderr
@@ -540,10 +543,7 @@ def test_jit_threads_entering_at_once_and_the_programs_own_faults(
     The program's own faults in the open region (1,600 loads from address 0)
     all reach its handler."""
     skip_unless_ptrace_runs(SHIPPED_MATRIX, ["nhm", "hsw"], mode)
-    src = tmp_path / "jit_fault.c"
-    src.write_text(JIT_FAULT_C)
-    exe = tmp_path / "jit_fault"
-    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(src)], check=True)
+    exe = build_c(tmp_path, "jit_fault", JIT_FAULT_C, "-pthread")
     out = tmp_path / "out"
     p = sdematrix(
         "exec", "--cpu", "nhm,hsw", "--cpuid-mode", mode, "--out", str(out), "--",
@@ -624,10 +624,7 @@ def test_pushf_and_popf_stepped_leave_the_trap_flag_alone(tmp_path: Path, mode: 
     reset the kernel's stepping state after a POPF, TF was set after both
     ("tf 1"), and OpenJDK died of SIGTRAP (docs/EXEC.md)."""
     skip_unless_ptrace_runs(SHIPPED_MATRIX, ["nhm", "hsw"], mode)
-    src = tmp_path / "trapflag.c"
-    src.write_text(TRAPFLAG_C)
-    exe = tmp_path / "trapflag"
-    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    exe = build_c(tmp_path, "trapflag", TRAPFLAG_C)
     native = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
     assert native == "jit 240000 native 240000 tf 0 signals 1\n", native
     for region, runs in (("whole", 2), ("function:flags_probe_native", 4)):
@@ -696,10 +693,7 @@ def test_jit_converge_trades_exactness_for_speed_and_says_so(tmp_path: Path) -> 
     unchecked.  By default the same run is exact (the late AVX2 instruction
     fails nhm).  A region the program protects again is closed again: new
     code written there afterwards is checked even with the option."""
-    src = tmp_path / "jit_loop.c"
-    src.write_text(JIT_LOOP_C)
-    exe = tmp_path / "jit_loop"
-    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
+    exe = build_c(tmp_path, "jit_loop", JIT_LOOP_C)
 
     def run(how: str, *opts: str) -> tuple[subprocess.CompletedProcess[str], dict]:
         out = tmp_path / f"out-{how}-{len(opts)}"
@@ -750,16 +744,15 @@ def test_children_and_signal_handlers(tmp_path: Path) -> None:
 def test_signal_handler_returns(tmp_path: Path) -> None:
     """Three signals handled and returned from (rt_sigreturn via glibc's
     __restore_rt) under whole-process int3s: the program runs as natively."""
-    src = tmp_path / "sig.c"
-    src.write_text(
+    exe = build_c(
+        tmp_path,
+        "sig",
         "#include <signal.h>\n#include <stdio.h>\n#include <unistd.h>\n"
         "static volatile int got;\nstatic void h(int s) { (void)s; got++; }\n"
         "int main(void) { struct sigaction sa = {0}; sa.sa_handler = h;\n"
         "  sigaction(SIGUSR1, &sa, 0); for (int i = 0; i < 3; i++) kill(getpid(), SIGUSR1);\n"
-        '  printf("got %d\\n", got); return 0; }\n'
+        '  printf("got %d\\n", got); return 0; }\n',
     )
-    exe = tmp_path / "sig"
-    subprocess.run(["gcc", "-O1", "-o", str(exe), str(src)], check=True)
     out = tmp_path / "out"
     p = sdematrix("exec", "--cpu", "hsw", "--out", str(out), "--", str(exe))
     assert p.returncode == 0, p.stderr + (out / "hsw" / "stderr").read_text()
