@@ -1437,6 +1437,13 @@ int main(int argc, char **argv)
     if (prog < 0)
         return code;
     profile_load(o.profile);
+    {
+        uint32_t max[4], l7[4] = {0};
+        profile_answer_cpuid(0, 0, max);
+        if (max[0] >= 7)
+            profile_answer_cpuid(7, 0, l7);
+        tzcnt_model((l7[1] >> 3) & 1); /* CPUID.(7,0):EBX bit 3 */
+    }
     pid_t child = spawn_traced(argv + prog);
     if (!attach_at_exec(child, &code)) {
         write_output(o.out, 0, code);

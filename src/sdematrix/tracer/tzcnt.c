@@ -11,16 +11,17 @@
  * a JIT step, a first-visit trap) its source operand is read, and the
  * executions with a zero source are counted per address.
  *
- * On a model without BMI1 (CPUID.(EAX=7,ECX=0):EBX bit 3 of the profile) such
- * an execution is run as the model runs it: as BSF with a zero source, which
- * sets ZF and leaves the destination as it was (AMD APM, BSF: "does not
- * change the contents of the destination register"; the Intel SDM calls it
- * undefined, and Intel parts leave it too, as the Linux kernel's ffs() relies
- * on).  The caller runs it so with tzcnt_as_bsf (RIP past it, ZF set), so the
- * program takes the path it takes on that part: glibc's printf("%f", 0.5)
- * computes count_trailing_zeros of a zero limb, and its output is the same
- * either way.  Executions the tracer does not stop at (whole mode: every one
- * after the first visit) run as TZCNT. */
+ * On a model without BMI1 (CPUID.(EAX=7,ECX=0):EBX bit 3 of the profile,
+ * told by tracer.c: tzcnt_model) such an execution is run as the model runs
+ * it: as BSF with a zero source, which sets ZF and leaves the destination as
+ * it was (AMD APM, BSF: "does not change the contents of the destination
+ * register"; the Intel SDM calls it undefined, and Intel parts leave it too,
+ * as the Linux kernel's ffs() relies on).  The caller runs it so with
+ * tzcnt_as_bsf (RIP past it, ZF set), so the program takes the path it takes
+ * on that part: glibc's printf("%f", 0.5) computes count_trailing_zeros of a
+ * zero limb, and its output is the same either way.  Executions the tracer
+ * does not stop at (whole mode: every one after the first visit) run as
+ * TZCNT. */
 #include "tzcnt.h"
 
 #include <inttypes.h>
@@ -30,7 +31,6 @@
 #include <sys/user.h>
 
 #include "fatal.h"
-#include "profile.h"
 #include "tracee_mem.h"
 
 struct tzz {
@@ -161,18 +161,11 @@ static bool tzcnt_source(pid_t tid, uint64_t rip, const uint8_t *b, size_t n,
     return true;
 }
 
-/* Whether the presented model has BMI1 (asked once: the profile is fixed). */
-static bool model_has_bmi1(void)
+static bool model_bsf; /* the model runs TZCNT as BSF (no BMI1): tzcnt_model */
+
+void tzcnt_model(bool has_bmi1)
 {
-    static int has = -1;
-    if (has < 0) {
-        uint32_t max[4], l7[4] = {0};
-        profile_answer_cpuid(0, 0, max);
-        if (max[0] >= 7)
-            profile_answer_cpuid(7, 0, l7);
-        has = (l7[1] >> 3) & 1;
-    }
-    return has;
+    model_bsf = !has_bmi1;
 }
 
 size_t tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *b, size_t n)
@@ -204,7 +197,7 @@ size_t tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *b, size_t n
         tzz[ntzz++] = (struct tzz){space, rip, 0};
     }
     tzz[k].count++;
-    return model_has_bmi1() ? 0 : len;
+    return model_bsf ? len : 0;
 }
 
 bool tzcnt_as_bsf(pid_t tid, uint64_t rip, size_t len)

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+/* whether the presented model has BMI1 (without it TZCNT runs as BSF) */
+void tzcnt_model(bool has_bmi1);
 /* the instruction at rip of thread tid is about to run: when it is TZCNT
  * (F3 0F BC) with a zero source operand, count it; returns its length when
  * the model runs it as BSF (no BMI1): the caller then runs it that way with
