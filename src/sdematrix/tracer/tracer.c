@@ -598,15 +598,12 @@ static void emulate_xgetbv(pid_t pid, struct user_regs_struct *r)
     n_xgetbv++;
 }
 
-/* A PUSHF about to be single-stepped is run by trapflag.c instead (a
- * stepped one stores the tracer's trap flag, see there); false: not a PUSHF,
- * or its stack is not writable (step it). */
-static bool run_pushf(struct thread *t, struct user_regs_struct *r, const uint8_t *code, size_t n)
+/* A PUSHF (length len, pushing width bytes) about to be single-stepped is
+ * run by trapflag.c instead (a stepped one stores the tracer's trap flag,
+ * see there); false: its stack is not writable (step it). */
+static bool run_pushf(struct thread *t, struct user_regs_struct *r, size_t len, unsigned width)
 {
-    uint8_t op;
-    unsigned width;
-    size_t len = flags_insn_form(code, n, &op, &width);
-    if (!len || op != OP_PUSHF || !pushf_run(t->tid, r, len, width))
+    if (!pushf_run(t->tid, r, len, width))
         return false;
     set_regs(t->tid, r);
     n_pushf_run++;
@@ -621,13 +618,16 @@ static bool run_pushf(struct thread *t, struct user_regs_struct *r, const uint8_
 static void step_over(struct thread *t, struct bp *b)
 {
     const struct rec *code = rec_at(t, b->addr);
-    struct user_regs_struct r;
-    get_regs(t->tid, &r);
-    if (run_pushf(t, &r, code->bytes, code->len))
-        return;
     uint8_t op;
     unsigned width;
-    bool popf = flags_insn_form(code->bytes, code->len, &op, &width) && op == OP_POPF;
+    size_t flen = flags_insn_form(code->bytes, code->len, &op, &width);
+    if (flen && op == OP_PUSHF) {
+        struct user_regs_struct r;
+        get_regs(t->tid, &r);
+        if (run_pushf(t, &r, flen, width))
+            return;
+    }
+    bool popf = flen && op == OP_POPF;
     poke_byte(t->tid, b->addr, b->orig);
     if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) == 0)
         (void)wait_tid(t->tid);
@@ -775,16 +775,16 @@ static void resume(struct thread *t, int sig)
         }
         uint8_t op;
         unsigned width;
-        if (flags_insn_form(code->bytes, code->len, &op, &width) && op == OP_PUSHF) {
+        size_t flen = flags_insn_form(code->bytes, code->len, &op, &width);
+        if (flen && op == OP_PUSHF) {
             get_regs(t->tid, &r);
-            if (run_pushf(t, &r, code->bytes, code->len)) {
+            if (run_pushf(t, &r, flen, width)) {
                 commit(t, rip);
                 continue;
             }
         }
-        size_t bsf = tzcnt_note(t->tid, t->sp->id, rip, code->bytes, code->len);
-        if (bsf && tzcnt_as_bsf(t->tid, rip, bsf)) { /* the model runs it as BSF */
-            commit(t, rip);
+        if (tzcnt_note(t->tid, t->sp->id, rip, code->bytes, code->len)) {
+            commit(t, rip); /* run as BSF, as the model does */
             continue;
         }
         if (!sig && block_enter(t, rip))
@@ -799,7 +799,7 @@ static void resume(struct thread *t, int sig)
         t->pending = true;
         t->pending_rip = rip;
         t->sig_injected = sig != 0;
-        t->popf_stepped = flags_insn_form(code->bytes, code->len, &op, &width) && op == OP_POPF;
+        t->popf_stepped = flen && op == OP_POPF;
         ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig);
         return;
     }
@@ -831,8 +831,11 @@ static bool jit_stop(struct thread *t)
             emulate_xgetbv(t->tid, &r);
             n_xgetbv_stepped++;
         } else if (v == 4) {
-            uint8_t code[15];
-            if (!run_pushf(t, &r, code, read_mem(t->tid, r.rip, code, sizeof code)))
+            uint8_t code[15], op;
+            unsigned width;
+            size_t flen = flags_insn_form(code, read_mem(t->tid, r.rip, code, sizeof code), &op,
+                                          &width);
+            if (!flen || !run_pushf(t, &r, flen, width))
                 return true;
         } else if (v == 6) {
             get_regs(t->tid, &r); /* a TZCNT of zero ran as BSF (tzcnt.c) */

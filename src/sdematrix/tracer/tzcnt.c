@@ -16,8 +16,8 @@
  * it: as BSF with a zero source, which sets ZF and leaves the destination as
  * it was (AMD APM, BSF: "does not change the contents of the destination
  * register"; the Intel SDM calls it undefined, and Intel parts leave it too,
- * as the Linux kernel's ffs() relies on).  The caller runs it so with
- * tzcnt_as_bsf (RIP past it, ZF set), so the program takes the path it takes
+ * as the Linux kernel's ffs() relies on).  tzcnt_note runs it so (RIP past
+ * it, ZF set) and tells the caller, so the program takes the path it takes
  * on that part: glibc's printf("%f", 0.5) computes count_trailing_zeros of a
  * zero limb, and its output is the same either way.  Executions the tracer
  * does not stop at (whole mode: every one after the first visit) run as
@@ -168,24 +168,24 @@ void tzcnt_model(bool has_bmi1)
     model_bsf = !has_bmi1;
 }
 
-size_t tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *b, size_t n)
+bool tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *b, size_t n)
 {
     /* cheap filter before any syscall: F3 first (compilers put it there),
      * or among the prefixes, and 0F BC within the first 8 bytes */
     if (n < 4 || !memchr(b, 0xf3, n < 5 ? n : 5))
-        return 0;
+        return false;
     bool op = false;
     for (size_t k = 0; k + 1 < n && k < 7 && !op; k++)
         op = b[k] == 0x0f && b[k + 1] == 0xbc;
     if (!op)
-        return 0;
+        return false;
     struct user_regs_struct r;
     if (ptrace(PTRACE_GETREGS, tid, NULL, &r))
-        return 0;
+        return false;
     uint64_t v;
     size_t len = 0;
     if (!tzcnt_source(tid, rip, b, n, &r, &v, &len) || v != 0)
-        return 0;
+        return false;
     size_t k = 0;
     while (k < ntzz && !(tzz[k].addr == rip && tzz[k].space == space))
         k++;
@@ -197,16 +197,10 @@ size_t tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *b, size_t n
         tzz[ntzz++] = (struct tzz){space, rip, 0};
     }
     tzz[k].count++;
-    return model_bsf ? len : 0;
-}
-
-bool tzcnt_as_bsf(pid_t tid, uint64_t rip, size_t len)
-{
-    struct user_regs_struct r;
-    if (ptrace(PTRACE_GETREGS, tid, NULL, &r))
+    if (!model_bsf)
         return false;
-    r.rip = rip + len;
-    r.eflags |= 0x40; /* ZF: the source was zero */
+    r.rip = rip + len; /* run as BSF of zero: destination kept, ZF set */
+    r.eflags |= 0x40;
     return ptrace(PTRACE_SETREGS, tid, NULL, &r) == 0;
 }
 

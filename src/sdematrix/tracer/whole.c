@@ -432,8 +432,7 @@ int whole_trap(int space, pid_t pid, uint64_t addr, bool stepping)
         record(space, addr, orig, n);
     }
     if (!stepping) { /* a stepping thread's step looks at it (tracer.c resume) */
-        size_t bsf = tzcnt_note(pid, space, addr, orig, n); /* first visit: its source now */
-        if (bsf && tzcnt_as_bsf(pid, addr, bsf))
+        if (tzcnt_note(pid, space, addr, orig, n)) /* first visit: its source now */
             return 2;
     }
     return 1;
@@ -907,8 +906,7 @@ int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record)
     n_jit_steps++;
     if (n > 0) {
         j->repeats = whole_note(space, rip, code, (size_t)n) ? 0 : j->repeats + 1;
-        size_t bsf = tzcnt_note(tid, space, rip, code, (size_t)n);
-        if (bsf && tzcnt_as_bsf(tid, rip, bsf))
+        if (tzcnt_note(tid, space, rip, code, (size_t)n))
             return 6;
     }
     if (n >= 2 && code[0] == 0x0f && code[1] == 0xa2)
@@ -923,8 +921,8 @@ int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record)
      * steps (a loop that has shown its body): it runs on natively and the
      * region stays open, unchecked, until the program maps or protects it
      * again (whole_sys_exit then ends it and a new closed region starts).
-     * The instruction at RIP is recorded (a CPUID or XGETBV returned above:
-     * the caller emulates it and visits the next one). */
+     * The instruction at RIP is recorded (a CPUID, XGETBV, PUSHF or POPF
+     * returned above: the caller handles it and visits the next one). */
     if (jit_converge && n > 0 && j->repeats >= jit_converge) {
         if (!jregs[k].unchecked) {
             jregs[k].unchecked = true;
