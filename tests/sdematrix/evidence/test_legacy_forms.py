@@ -370,20 +370,16 @@ def test_exec_runs_a_zero_tzcnt_as_bsf_on_nhm(tmp_path: Path, region: str) -> No
 _TZJ = r"""
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
+#include "jit_page.h"
 int main(int argc, char **argv)
 {
     (void)argc;
     static const unsigned char code[] = {0x48, 0xc7, 0xc0, 0x4d, 0, 0, 0, /* mov rax, 77 */
                                          0xf3, 0x48, 0x0f, 0xbc, 0xc7,    /* tzcnt rax, rdi */
                                          0xc3};                           /* ret */
-    unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    unsigned char *p = jit_page(code, sizeof code);
+    if (!p)
         return 3;
-    memcpy(p, code, sizeof code);
-    if (mprotect(p, 4096, PROT_READ | PROT_EXEC))
-        return 4;
     unsigned long x = strtoul(argv[1], 0, 0);
     unsigned long a = ((unsigned long (*)(unsigned long))p)(x);
     printf("%lu %lu\n", a, ((unsigned long (*)(unsigned long))p)(x));
@@ -401,7 +397,9 @@ def test_jit_tzcnt_of_zero_runs_as_bsf_every_time(tmp_path: Path) -> None:
     src = tmp_path / "tzj.c"
     src.write_text(_TZJ)
     exe = tmp_path / "tzj"
-    subprocess.run(["gcc", "-O1", str(src), "-o", str(exe)], check=True)
+    subprocess.run(
+        ["gcc", "-O1", "-I", str(ROOT / "tests" / "data"), str(src), "-o", str(exe)], check=True
+    )
     out = tmp_path / "out"
     p = _sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), "0")
     assert p.returncode == 0, p.stderr

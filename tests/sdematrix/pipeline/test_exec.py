@@ -28,11 +28,15 @@ needs_ptrace = pytest.mark.skipif(
 
 
 def build_c(tmp_path: Path, name: str, source: str, *cflags: str) -> Path:
-    """`source` built with gcc -O1 (and `cflags`) as tmp_path/name."""
+    """`source` built with gcc -O1 (and `cflags`) as tmp_path/name; it may
+    include tests/data's jit_page.h."""
     src = tmp_path / f"{name}.c"
     src.write_text(source)
     exe = tmp_path / name
-    subprocess.run(["gcc", "-O1", *cflags, "-o", str(exe), str(src)], check=True)
+    subprocess.run(
+        ["gcc", "-O1", "-I", str(ROOT / "tests" / "data"), *cflags, "-o", str(exe), str(src)],
+        check=True,
+    )
     return exe
 
 
@@ -484,6 +488,7 @@ JIT_FAULT_C = r"""
 #include <string.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include "jit_page.h"
 /* Threads that call into one JIT page at once, where a load from address 0
  * faults, as HotSpot's implicit null checks and safepoint polls do: the
  * SIGSEGV handler makes a syscall and moves RIP past the 8-byte load, as
@@ -514,12 +519,9 @@ int main(int argc, char **argv)
     sa.sa_sigaction = on_segv;
     sa.sa_flags = SA_SIGINFO;
     sigaction(SIGSEGV, &sa, NULL);
-    code = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (code == MAP_FAILED)
+    code = jit_page(body, sizeof body);
+    if (!code)
         return 3;
-    memcpy(code, body, sizeof body);
-    if (mprotect(code, 4096, PROT_READ | PROT_EXEC))
-        return 4;
     pthread_t t[16];
     for (int i = 0; i < threads && i < 16; i++)
         pthread_create(&t[i], NULL, worker, &n);
@@ -561,6 +563,7 @@ TRAPFLAG_C = r"""
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include "jit_page.h"
 #include <unistd.h>
 /* The CPU-feature idiom of HotSpot's generated stub: flip AC and ID in a
  * PUSHF image, POPF it, PUSHF again and return the bits that changed, then
@@ -594,12 +597,9 @@ static volatile int got;
 static void on_usr1(int sig) { (void)sig; got++; }
 int main(void)
 {
-    unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    unsigned char *p = jit_page(probe, sizeof probe);
+    if (!p)
         return 3;
-    memcpy(p, probe, sizeof probe);
-    if (mprotect(p, 4096, PROT_READ | PROT_EXEC))
-        return 4;
     unsigned long jit = ((unsigned long (*)(void))p)();
     unsigned long native = flags_probe_native();
     unsigned long f;
@@ -645,6 +645,7 @@ JIT_LOOP_C = r"""
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include "jit_page.h"
 /* JIT code that loops 20000 times (add eax, 1; dec ecx; jnz), then, when its
  * argument is not 0, runs vpaddd ymm0, ymm0, ymm1 once before returning.
  * argv[1] "late": one call with 1 (the AVX2 instruction after the loop, in
@@ -663,12 +664,9 @@ static const unsigned char avx2[] = {0xc5, 0xfd, 0xfe, 0xc1, 0xc3};
 int main(int argc, char **argv)
 {
     int late = argc > 1 && !strcmp(argv[1], "late");
-    unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    unsigned char *p = jit_page(loop, sizeof loop);
+    if (!p)
         return 3;
-    memcpy(p, loop, sizeof loop);
-    if (mprotect(p, 4096, PROT_READ | PROT_EXEC))
-        return 4;
     int r = ((int (*)(int))p)(late);
     if (!late) {
         if (mprotect(p, 4096, PROT_READ | PROT_WRITE))
