@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..evidence.mix import Mix
+from ..spec.dispatch_env import PROBE_MASK
 from ..spec.models import Cell, CpuModel
 
 RunStatus = Literal["ok", "error", "timeout", "skip"]
@@ -18,6 +20,16 @@ class ProbeCommand:
 
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """The probe's environment: `base` (the caller's) without
+        VAESCRYPT_CPU_MASK, then the cell's own variables.  An inherited mask
+        would take features from the dispatcher the matrix judges, and every
+        cell of a model with them would fail as a wrong path; a masked CPU is
+        a model (a profile) of its own instead."""
+        env = {k: v for k, v in base.items() if k != PROBE_MASK}
+        env.update(self.env)
+        return env
 
 
 @dataclass(frozen=True)

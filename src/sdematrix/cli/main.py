@@ -214,6 +214,20 @@ def _print_host_gaps(matrix: Any, cpus: list[str], selector: Any) -> None:
             )
 
 
+def _print_mask_dropped() -> None:
+    """Run header: a VAESCRYPT_CPU_MASK in the caller's environment is not
+    passed to the probe (ProbeCommand.environment); say so, once."""
+    from ..spec.dispatch_env import PROBE_MASK
+
+    if PROBE_MASK in os.environ:
+        print(
+            f"{PROG} run: {PROBE_MASK}={os.environ[PROBE_MASK]} in the environment is not "
+            "passed to the probe: the matrix judges the dispatcher on each model's CPUID "
+            "(a masked CPU is a model of its own)",
+            file=sys.stderr,
+        )
+
+
 @dataclass
 class _RunPlan:
     """What `run` settled before any cell: the matrix, the models, the backends
@@ -246,6 +260,7 @@ def _plan_run(args: argparse.Namespace) -> _RunPlan:
     # now (ProbeError, exit 2) instead, naming $SDEMATRIX_PROBE and what is wrong.
     probe_path()
     _print_host_gaps(matrix, cpus, selector)
+    _print_mask_dropped()
     out = Path(args.out)
     prepare_out_dir(out)
     return _RunPlan(strict, matrix, cpus, selector, out, _junit_path(args))

@@ -638,7 +638,7 @@ class PtraceBackend:
         exe = probe.argv[0]
         if os.sep not in exe:
             exe = shutil.which(exe) or exe
-        env = {**os.environ, **probe.env}
+        env = probe.environment(os.environ)
         # one file pair per cell: cells of one run share `workdir` and run
         # concurrently (--jobs)
         profile = workdir / f"{cell.name}.ptrace-profile.txt"

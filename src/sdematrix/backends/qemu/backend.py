@@ -387,8 +387,7 @@ class QemuBackend:
         if not plugin_on:
             result.artifacts["plugin"] = f"not used: {self.plugin_problem()}"
         result.artifacts["command"] = " ".join(argv)
-        env = dict(os.environ)
-        env.update(probe.env)
+        env = probe.environment(os.environ)
         # No core files from a guest that dies of SIGILL (QEMU writes them).
         wrapped = ["/bin/sh", "-c", 'ulimit -c 0; exec "$@"', "qemu", *argv]
         try:

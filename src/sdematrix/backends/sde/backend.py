@@ -265,8 +265,7 @@ class SdeBackend:
             mix_file.unlink()
         except FileNotFoundError:
             pass
-        env = dict(self._environ)
-        env.update(probe.env)
+        env = probe.environment(self._environ)
         result.artifacts["command"] = " ".join(argv)
         try:
             proc = run_process(argv, env=env, cwd=workdir, timeout=timeout)
