@@ -166,7 +166,9 @@ def test_openblas_forced_to_haswell_kernels_fails_the_nehalem_model(tmp_path: Pa
     """OPENBLAS_CORETYPE=Haswell makes numpy's bundled OpenBLAS skip its CPUID
     dispatch and run its Haswell (AVX/FMA) kernels on any CPU: on nhm
     (no AVX) that is what a real Nehalem would die of, and the chip check
-    names the OpenBLAS kernel -- a true positive on code nobody here wrote."""
+    names the OpenBLAS kernel -- a true positive on code nobody here wrote.
+    The run names the variable as the reason, before the verdicts, in
+    results.json and in the report."""
     _need("numpy")
     d = EXAMPLES / "numpy_dispatch"
     out = tmp_path / "out"
@@ -176,6 +178,8 @@ def test_openblas_forced_to_haswell_kernels_fails_the_nehalem_model(tmp_path: Pa
         "nhm",
         "--out",
         str(out),
+        "--report",
+        str(out),
         "--",
         sys.executable,
         "-I",
@@ -183,6 +187,14 @@ def test_openblas_forced_to_haswell_kernels_fails_the_nehalem_model(tmp_path: Pa
         env_set={"OPENBLAS_CORETYPE": "Haswell"},
     )
     assert p.returncode == 1, p.stderr
+    note = (
+        "the environment overrides CPU dispatch on every model: OPENBLAS_CORETYPE=Haswell "
+        "(OpenBLAS: kernel set chosen by name, CPUID not asked)"
+    )
+    assert f"sdematrix exec: note: {note}" in p.stderr.splitlines(), p.stderr[:2000]
+    doc = json.loads((out / "results.json").read_text())
+    assert "OPENBLAS_CORETYPE" in [o["variable"] for o in doc["dispatch_overrides"]]
+    assert f"> {note}" in (out / "summary.md").read_text()
     res = read_models(out)["nhm"]
     assert res["status"] == "fail" and res["exit_code"] == 0, res["reasons"]
     assert any(

@@ -81,6 +81,21 @@ def cmd_exec(args: argparse.Namespace) -> int:
     return _exec_ptrace(args, matrix, cpus, prog, regions, exps)
 
 
+def _print_overrides() -> None:
+    """Once the run is sure to start, before any model: the variables of this environment (which the program
+    inherits) that override a library's CPU dispatch.  They change no verdict
+    -- the chip check judges what ran -- but a violation they cause has its
+    reason here, not in the program's dispatcher."""
+    from ..spec.dispatch_env import dispatch_overrides
+
+    for o in dispatch_overrides(os.environ):
+        print(
+            f"{PROG} exec: note: the environment overrides CPU dispatch on every model: "
+            + o.describe(),
+            file=sys.stderr,
+        )
+
+
 def _exec_ptrace(
     args: argparse.Namespace,
     matrix: Matrix,
@@ -145,6 +160,7 @@ def _exec_ptrace(
                 sys.stderr.buffer.write(o.result.stderr)
             print(f"{PROG} exec: " + summary_line(o), file=sys.stderr, flush=True)
 
+    _print_overrides()  # after every check that can refuse the run (one-line errors)
     with ThreadPoolExecutor(max_workers=max(1, min(args.jobs, len(cpus)))) as pool:
         for f in [pool.submit(one, c) for c in cpus]:
             f.result()
@@ -223,6 +239,7 @@ def _exec_sde(
             cmds.append((cpu, None, why))
             continue
         cmds.append((cpu, sde_command(builder, model, prog, regions, work), None))
+    _print_overrides()
     failed = False
     lock = threading.Lock()
 

@@ -70,9 +70,23 @@ def _failing(data: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
     return rows
 
 
+def _override_lines(data: dict[str, Any]) -> list[str]:
+    """The environment's CPU-dispatch overrides (results.json's
+    ``dispatch_overrides``), one line each: the reason a violation may have
+    outside the program's dispatcher."""
+    return [
+        f"the environment overrides CPU dispatch on every model: {o['variable']}={o['value']} "
+        f"({o['library']}: {o['effect']})"
+        for o in data.get("dispatch_overrides") or []
+    ]
+
+
 def render_markdown(data: dict[str, Any]) -> str:
     names = _check_names(data)
     lines = [f"### {_headline(data)}", ""]
+    lines += [f"> {line}" for line in _override_lines(data)]
+    if data.get("dispatch_overrides"):
+        lines.append("")
     lines.append("| model | " + " | ".join(n.replace("|", "\\|") for n in names) + " |")
     lines.append("|---|" + "---|" * len(names))
     for row in data["models"]:
@@ -116,6 +130,7 @@ def render_html(data: dict[str, Any]) -> str:
         f"<title>{esc(_headline(data))}</title><style>{_CSS}</style></head><body>",
         f"<h1>{esc(_headline(data))}</h1>",
     ]
+    out += [f"<p class='note'>{esc(line)}</p>" for line in _override_lines(data)]
     fails = _failing(data)
     if fails:
         out.append("<div class='card' id='failures'><h2>Failures</h2><ul>")

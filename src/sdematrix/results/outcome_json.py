@@ -20,6 +20,7 @@ absent in files written before reasons had kinds: see
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from .. import __version__
 from ..backends.base import Violation
 from ..evidence.mix import Mix
 from ..inputs import bounded_int
+from ..spec.dispatch_env import dispatch_overrides
 from ..spec.models import Cell
 from ..verdict.reasons import kinds_of, reasons_from_json
 from .junit import mix_summary
@@ -294,6 +296,9 @@ def exec_results_json(
         "tool": {"name": EXEC_TOOL, "version": __version__},
         "argv": argv,
         "expectations": [e.name for e in exps or []],
+        # the run's environment (the program inherits it): what overrides a
+        # library's CPU dispatch (sdematrix.spec.dispatch_env)
+        "dispatch_overrides": [o.to_json() for o in dispatch_overrides(os.environ)],
         "models": [exec_model_json(o, full=full) for o in outcomes],
     }
 
