@@ -82,18 +82,15 @@ def cmd_exec(args: argparse.Namespace) -> int:
 
 
 def _print_overrides() -> None:
-    """Once the run is sure to start, before any model: the variables of this environment (which the program
-    inherits) that override a library's CPU dispatch.  They change no verdict
-    -- the chip check judges what ran -- but a violation they cause has its
-    reason here, not in the program's dispatcher."""
+    """Once the run is sure to start, before any model: the variables of
+    this environment (which the program inherits) that override a library's
+    CPU dispatch.  They change no verdict -- the chip check judges what ran
+    -- but a violation they cause has its reason here, not in the program's
+    dispatcher."""
     from ..spec.dispatch_env import dispatch_overrides
 
     for o in dispatch_overrides(os.environ):
-        print(
-            f"{PROG} exec: note: the environment overrides CPU dispatch on every model: "
-            + o.describe(),
-            file=sys.stderr,
-        )
+        print(f"{PROG} exec: note: {o.note()}", file=sys.stderr)
 
 
 def _exec_ptrace(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..results.outcome_json import exec_results_json
+from ..spec.dispatch_env import Override
 
 if TYPE_CHECKING:
     from ..verdict.exec_judge import ExecOutcome
@@ -74,10 +75,11 @@ def _override_lines(data: dict[str, Any]) -> list[str]:
     """The environment's CPU-dispatch overrides (results.json's
     ``dispatch_overrides``), one line each: the reason a violation may have
     outside the program's dispatcher."""
+    fields = ("variable", "value", "library", "effect")
     return [
-        f"the environment overrides CPU dispatch on every model: {o['variable']}={o['value']} "
-        f"({o['library']}: {o['effect']})"
+        Override(*(str(o.get(f, "")) for f in fields)).note()
         for o in data.get("dispatch_overrides") or []
+        if isinstance(o, dict)  # a results file read back is input like any other
     ]
 
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 __all__ = ["PROBE_MASK", "Override", "dispatch_overrides"]
 
 PROBE_MASK = "VAESCRYPT_CPU_MASK"
+NOTE = "the environment overrides CPU dispatch on every model: "  # exec's line, report's line
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,10 @@ class Override:
 
     def describe(self) -> str:
         return f"{self.variable}={self.value} ({self.library}: {self.effect})"
+
+    def note(self) -> str:
+        """The line exec prints before its verdicts and the report shows."""
+        return NOTE + self.describe()
 
     def to_json(self) -> dict[str, str]:
         return {
