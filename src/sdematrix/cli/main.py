@@ -217,15 +217,11 @@ def _print_host_gaps(matrix: Any, cpus: list[str], selector: Any) -> None:
 def _print_mask_dropped() -> None:
     """Run header: a VAESCRYPT_CPU_MASK in the caller's environment is not
     passed to the probe (ProbeCommand.environment); say so, once."""
-    from ..spec.dispatch_env import PROBE_MASK
+    from ..spec.dispatch_env import mask_not_passed
 
-    if PROBE_MASK in os.environ:
-        print(
-            f"{PROG} run: {PROBE_MASK}={os.environ[PROBE_MASK]} in the environment is not "
-            "passed to the probe: the matrix judges the dispatcher on each model's CPUID "
-            "(a masked CPU is a model of its own)",
-            file=sys.stderr,
-        )
+    said = mask_not_passed(os.environ)
+    if said:
+        print(f"{PROG} run: {said}", file=sys.stderr)
 
 
 @dataclass

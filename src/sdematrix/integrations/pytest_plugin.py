@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -137,6 +138,15 @@ def pytest_configure(config: pytest.Config) -> None:
         allow_skip=config.getoption("sde_allow_skip"),
     )
     config.args[:] = shipped_args(list(config.args))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """With --sde-cpu: say that an inherited VAESCRYPT_CPU_MASK is not passed
+    to the probe (as `sdematrix run` does)."""
+    from ..spec.dispatch_env import mask_not_passed
+
+    said = mask_not_passed(os.environ) if _session(config) is not None else None
+    return [f"sdematrix: {said}"] if said else []
 
 
 def shipped_args(args: list[str]) -> list[str]:

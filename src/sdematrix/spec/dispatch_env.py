@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["PROBE_MASK", "Override", "dispatch_overrides"]
+__all__ = ["PROBE_MASK", "Override", "dispatch_overrides", "mask_not_passed"]
 
 PROBE_MASK = "VAESCRYPT_CPU_MASK"
 NOTE = "the environment overrides CPU dispatch on every model: "  # exec's line, report's line
@@ -119,3 +119,16 @@ def dispatch_overrides(env: Mapping[str, str]) -> list[Override]:
         if rule is not None:
             out.append(Override(var, env[var], rule.library, rule.effect))
     return out
+
+
+def mask_not_passed(env: Mapping[str, str]) -> str | None:
+    """What ``run`` and the pytest plugin say when `env` holds vaescrypt's
+    mask, which the probe never inherits (ProbeCommand.environment); None
+    when it does not."""
+    if PROBE_MASK not in env:
+        return None
+    return (
+        f"{PROBE_MASK}={env[PROBE_MASK]} in the environment is not passed to the probe: "
+        "the matrix judges the dispatcher on each model's CPUID (a masked CPU is a model "
+        "of its own)"
+    )

@@ -95,3 +95,29 @@ def test_sde_cpu_runs_the_shipped_checks_with_junit_properties(tmp_path: Path) -
         seen.add((props["cpu"], props["path"], props["check"]))
     assert {("snb", "aesni"), ("spr", "avx512")} == {(c, p) for c, p, _ in seen}
     assert {k for _, _, k in seen} == {"dispatch", "mix", "chip", "answer"}
+
+
+_WSM_WHY = ptrace_skip_reason(ROOT / "sde_matrix.yaml", ["wsm"])
+
+
+@pytest.mark.skipif(_WSM_WHY is not None, reason=str(_WSM_WHY))
+def test_a_masked_shell_does_not_change_the_cells(tmp_path: Path) -> None:
+    """VAESCRYPT_CPU_MASK=-aes in pytest's environment: the probe does not
+    inherit it (wsm still takes aesni), and the session header says so."""
+    env = {**os.environ, "VAESCRYPT_CPU_MASK": "-aes"}
+    p = _pytest(
+        f"--sde-matrix={ROOT / 'sde_matrix.yaml'}",
+        "--sde-cpu=wsm",
+        "--sde-backend=ptrace",
+        "-k",
+        "gcm and encrypt",
+        str(SHIPPED_TESTS),
+        cwd=tmp_path,
+        env=env,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+    assert re.search(r"(?<!\d)8 passed", p.stdout), p.stdout[-2000:]
+    assert (
+        "sdematrix: VAESCRYPT_CPU_MASK=-aes in the environment is not passed to the probe"
+        in p.stdout
+    )
