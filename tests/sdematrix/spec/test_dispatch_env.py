@@ -81,3 +81,19 @@ def test_a_masked_shell_does_not_change_the_matrix(tmp_path) -> None:
     cells = json.loads((out / "results.json").read_text())["cells"]
     assert len(cells) == 10 and all(c["status"] == "pass" for c in cells)
     assert {c["path"] for c in cells if c["mode"] == "gcm"} == {"aesni"}
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [None, "OPENBLAS_CORETYPE", [3, None, "x"], {"variable": "A"}, [{"variable": 7, "x": []}]],
+)
+def test_a_results_file_with_odd_overrides_still_renders(odd: object) -> None:
+    """`sdematrix report OUT` reads results.json back: whatever its
+    ``dispatch_overrides`` holds, the report renders (no traceback)."""
+    from sdematrix.report.exec_html import render_html, render_markdown
+
+    doc = {"argv": ["true"], "models": [], "dispatch_overrides": odd}
+    md, page = render_markdown(doc), render_html(doc)
+    notes = md.count("> the environment overrides CPU dispatch")
+    assert notes == page.count("class='note'")
+    assert notes == (1 if isinstance(odd, list) and odd and isinstance(odd[-1], dict) else 0)
