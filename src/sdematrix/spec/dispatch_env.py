@@ -40,7 +40,7 @@ Each entry is a fact about the library, from its source or its manual:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 __all__ = ["PROBE_MASK", "Override", "dispatch_overrides", "mask_not_passed"]
 
@@ -103,12 +103,7 @@ class Override:
         return NOTE + self.describe()
 
     def to_json(self) -> dict[str, str]:
-        return {
-            "variable": self.variable,
-            "value": self.value,
-            "library": self.library,
-            "effect": self.effect,
-        }
+        return asdict(self)
 
 
 def dispatch_overrides(env: Mapping[str, str]) -> list[Override]:
