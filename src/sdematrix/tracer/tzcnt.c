@@ -8,11 +8,12 @@
  * size, BSF leaves the destination undefined.  So before such an instruction
  * runs where the tracer stops at it (a stepped region's single step, a
  * block's last instruction -- blocks end at every F3-prefixed instruction --,
- * a JIT step, a first-visit trap) its source operand is read, and the
- * executions with a zero source are counted per address.
+ * a JIT step, a first-visit trap) on a model that lacks BMI1 (only there
+ * is a zero source special) its source operand is read, and the executions
+ * with a zero source are counted per address.
  *
- * On a model without BMI1 (CPUID.(EAX=7,ECX=0):EBX bit 3 of the profile,
- * told by tracer.c: tzcnt_model) such an execution is run as the model runs
+ * Whether the model lacks BMI1 (CPUID.(EAX=7,ECX=0):EBX bit 3 of the
+ * profile) tracer.c tells (tzcnt_model).  Such an execution is run as the model runs
  * it: as BSF with a zero source, which sets ZF and leaves the destination as
  * it was (AMD APM, BSF: "does not change the contents of the destination
  * register"; the Intel SDM calls it undefined, and Intel parts leave it too,
@@ -170,9 +171,11 @@ void tzcnt_model(bool has_bmi1)
 
 bool tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *b, size_t n)
 {
-    /* cheap filter before any syscall: F3 first (compilers put it there),
-     * or among the prefixes, and 0F BC within the first 8 bytes */
-    if (n < 4 || !memchr(b, 0xf3, n < 5 ? n : 5))
+    /* a model with BMI1 runs TZCNT as TZCNT, zero included: nothing to
+     * count or run (no register read on that hot path of stepped regions).
+     * Then a cheap filter before any syscall: F3 first (compilers put it
+     * there), or among the prefixes, and 0F BC within the first 8 bytes */
+    if (!model_bsf || n < 4 || !memchr(b, 0xf3, n < 5 ? n : 5))
         return false;
     bool op = false;
     for (size_t k = 0; k + 1 < n && k < 7 && !op; k++)
@@ -197,8 +200,6 @@ bool tzcnt_note(pid_t tid, int space, uint64_t rip, const uint8_t *b, size_t n)
         tzz[ntzz++] = (struct tzz){space, rip, 0};
     }
     tzz[k].count++;
-    if (!model_bsf)
-        return false;
     r.rip = rip + len; /* run as BSF of zero: destination kept, ZF set */
     r.eflags |= 0x40;
     return ptrace(PTRACE_SETREGS, tid, NULL, &r) == 0;
