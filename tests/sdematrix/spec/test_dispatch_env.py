@@ -5,14 +5,15 @@ and vaescrypt's own mask, which ``run`` keeps away from the probe."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from doubles.sdematrix_cli import cli_env, run_cli
+from doubles.sdematrix_cli import cli_env, ptrace_skip_reason, run_cli
 
 from sdematrix.backends.base import ProbeCommand
-from sdematrix.backends.ptrace.backend import PtraceBackend
-from sdematrix.backends.qemu.backend import QemuBackend
 from sdematrix.spec.dispatch_env import dispatch_overrides
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_variables_named_and_the_ones_left_alone() -> None:
@@ -66,16 +67,26 @@ def test_the_probe_never_inherits_the_mask_but_a_cell_may_set_it() -> None:
     assert caller["VAESCRYPT_CPU_MASK"] == "-avx512f"  # the caller's mapping is left as it was
 
 
-_why = PtraceBackend().unavailable_reason() and QemuBackend().unavailable_reason()
+# the project's guard: a host limit skips, a broken tracer fails
+_WSM_WHY = ptrace_skip_reason(ROOT / "sde_matrix.yaml", ["wsm"])
 
 
-@pytest.mark.skipif(_why is not None, reason=f"neither ptrace nor qemu runs here: {_why}")
+@pytest.mark.skipif(_WSM_WHY is not None, reason=str(_WSM_WHY))
 def test_a_masked_shell_does_not_change_the_matrix(tmp_path) -> None:
     """With VAESCRYPT_CPU_MASK=-aes inherited, the probe on wsm (AES-NI)
     picked the generic path and every cell failed as 'generic != aesni';
     now the run says the mask is not passed on and wsm takes aesni."""
     out = tmp_path / "o"
-    r = run_cli("run", "--cpu", "wsm", "--out", str(out), env=cli_env(VAESCRYPT_CPU_MASK="-aes"))
+    r = run_cli(
+        "run",
+        "--cpu",
+        "wsm",
+        "--backend",
+        "ptrace",
+        "--out",
+        str(out),
+        env=cli_env(VAESCRYPT_CPU_MASK="-aes"),
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "VAESCRYPT_CPU_MASK=-aes in the environment is not passed to the probe" in r.stderr
     cells = json.loads((out / "results.json").read_text())["cells"]
