@@ -378,6 +378,7 @@ def _meta(
         "jit_unchecked": traced.whole.get("jit_unchecked", 0),
         "pushf_run": traced.pushf_run,
         "popf_reset": traced.popf_reset,
+        "syscall_r11_mended": traced.syscall_r11_mended,
         "images_without_bounds": list(traced.nobounds),
         "images": sorted(whole.images),
         "region": res.region,

@@ -132,6 +132,9 @@ struct thread {
     bool exec_map;      /* the step in flight is an mmap/mprotect(PROT_EXEC) */
     bool popf_stepped;  /* the step in flight is a POPF (trapflag.c) */
     uint64_t pending_rip;
+    /* a stepped SYSCALL at this address has not been seen returning: its R11
+     * is mended at the thread's next stop after it (trapflag.c); 0: none */
+    uint64_t syscall_rip;
     uint64_t last_rip;  /* last counted instruction (rep iterations) */
     uint64_t sc_nr, sc_prot;
     /* a function region (site func): stepping ends when the call returns,
@@ -169,6 +172,7 @@ static bool block_stop(struct thread *t, int st);
 
 static uint64_t n_cpuid, n_xgetbv, n_steps, n_regions, n_inject_ok, n_inject_fail;
 static uint64_t n_threads_stepped, n_cpuid_stepped, n_xgetbv_stepped, n_pushf_run, n_popf_reset;
+static uint64_t n_r11_mended;
 static long last_inject_rc;
 static bool truncated;
 /* The last SIGILL delivered to the program: where, and the instruction's
@@ -610,6 +614,24 @@ static bool run_pushf(struct thread *t, struct user_regs_struct *r, size_t len, 
     return true;
 }
 
+/* A stepped SYSCALL (t->syscall_rip): once it has returned, R11 holds the
+ * program's flags again (trapflag.c). */
+static void mend_r11(struct thread *t)
+{
+    int m = syscall_r11_mend(t->tid, t->syscall_rip);
+    if (m)
+        t->syscall_rip = 0;
+    if (m == 2)
+        n_r11_mended++;
+}
+
+/* The SYSCALL about to be stepped at rip (rax: its number) is followed up by
+ * mend_r11; rt_sigreturn is not: it loads R11 from the signal frame. */
+static void note_syscall_step(struct thread *t, uint64_t rip, uint64_t rax)
+{
+    t->syscall_rip = rax == 15 ? 0 : rip;
+}
+
 /* Execute the original instruction under a breakpoint once (restore the
  * byte, single-step, re-arm).  Other threads of the process could pass the
  * site unseen meanwhile; used for XGETBV with ECX != 0 and for a function
@@ -628,10 +650,17 @@ static void step_over(struct thread *t, struct bp *b)
             return;
     }
     bool popf = flen && op == OP_POPF;
+    if (rec_is(code, OP_SYSCALL, 2)) {
+        struct user_regs_struct r;
+        get_regs(t->tid, &r);
+        note_syscall_step(t, b->addr, r.rax);
+    }
     poke_byte(t->tid, b->addr, b->orig);
     if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) == 0)
         (void)wait_tid(t->tid);
     poke_byte(t->tid, b->addr, 0xcc);
+    if (t->syscall_rip)
+        mend_r11(t);
     if (popf && whole_step_reset(t->sp->id, t->tid))
         n_popf_reset++;
 }
@@ -790,11 +819,13 @@ static void resume(struct thread *t, int sig)
         if (!sig && block_enter(t, rip))
             return;
         t->exec_map = false;
+        t->syscall_rip = 0;
         if (rec_is(code, OP_SYSCALL, 2)) {
             /* a syscall: an executable mapping made inside the region gets
              * its sites armed and its maps lines read once it returns */
             get_regs(t->tid, &r);
             t->exec_map = (r.rax == 9 || r.rax == 10) && (r.rdx & PROT_EXEC_BIT);
+            note_syscall_step(t, rip, r.rax);
         }
         t->pending = true;
         t->pending_rip = rip;
@@ -841,6 +872,8 @@ static bool jit_stop(struct thread *t)
             get_regs(t->tid, &r); /* a TZCNT of zero ran as BSF (tzcnt.c) */
         } else {
             t->popf_stepped = v == 5;
+            if (v == 7)
+                note_syscall_step(t, r.rip, r.rax);
             return true;
         }
     }
@@ -973,6 +1006,7 @@ static void write_output(const char *path, int exit_kind, int exit_val)
     fprintf(f, "xgetbv_stepped %" PRIu64 "\n", n_xgetbv_stepped);
     fprintf(f, "pushf_run %" PRIu64 "\n", n_pushf_run);
     fprintf(f, "popf_reset %" PRIu64 "\n", n_popf_reset);
+    fprintf(f, "syscall_r11_mended %" PRIu64 "\n", n_r11_mended);
     blocks_write_stats(f);
     for (size_t i = 0; i < nspaces; i++)
         fprintf(f, "space %d %d bps %zu fault %d\n", spaces[i]->id, (int)spaces[i]->tgid,
@@ -1237,6 +1271,7 @@ static void on_ptrace_event(struct thread *t, pid_t pid, unsigned event)
         t->pending = false;
         t->exec_pending = true;
         t->stepping = false;
+        t->syscall_rip = 0; /* a new image: its registers are fresh */
     } else if (event == PTRACE_EVENT_CLONE || event == PTRACE_EVENT_FORK ||
                event == PTRACE_EVENT_VFORK) {
         /* The new thread or process starts where its creator is: in a
@@ -1253,11 +1288,18 @@ static void on_ptrace_event(struct thread *t, pid_t pid, unsigned event)
         c->creator_seen = true;
         if (t->stepping && !truncated)
             start_stepping(c);
+        /* the new thread returns from the creator's stepped SYSCALL with a
+         * copy of its R11 (the creator's is mended below, after the copy) */
+        c->syscall_rip = t->syscall_rip;
         if (c->held) {
             c->held = false;
+            if (c->syscall_rip)
+                mend_r11(c);
             resume(c, 0);
         }
     }
+    if (t->syscall_rip)
+        mend_r11(t);
     resume(t, 0); /* continues the step in flight (clone, fork...) */
 }
 
@@ -1417,10 +1459,12 @@ static struct program_end trace_until_done(pid_t child)
             t->new_stop_seen = true;
             continue;
         }
-        if (blocks_active_tid() == pid && block_stop(t, st))
-            continue;
         int sig = WSTOPSIG(st);
         unsigned event = (unsigned)st >> 16;
+        if (t->syscall_rip && !event) /* events: on_ptrace_event */
+            mend_r11(t);
+        if (blocks_active_tid() == pid && block_stop(t, st))
+            continue;
         if (event)
             on_ptrace_event(t, pid, event);
         else if (sig == (SIGTRAP | 0x80)) {

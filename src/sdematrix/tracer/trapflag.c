@@ -25,12 +25,24 @@
  * kernel's stepping state by running one syscall in the thread with
  * PTRACE_SYSCALL (whole.c: whole_step_reset), which ends stepping cleanly;
  * the next step starts it afresh with TF the debugger's.
+ *
+ * A third instruction copies RFLAGS where the program can read it: SYSCALL
+ * saves RFLAGS in R11 (and the next RIP in RCX; Intel SDM Vol. 2B, SYSCALL),
+ * and Linux returns R11 as saved.  A stepped SYSCALL therefore leaves TF = 1
+ * in R11, where natively the program finds its own flags (TF clear).  The
+ * tracer clears that bit once the syscall has returned, when TF is not the
+ * program's own (PTRACE_GETREGS shows TF only when the program set it:
+ * TIF_FORCED_TF hides the debugger's).  The check that the syscall has
+ * returned -- RIP just past it and RCX equal to RIP, as SYSCALL leaves them
+ * -- keeps R11 alone at any other stop: R11 is a scratch register that may
+ * hold anything with bit 8 set.
  */
 #include "trapflag.h"
 
 #include <errno.h>
 #include <sys/ptrace.h>
 
+#define RFLAGS_TF 0x100ull
 #define RFLAGS_RF 0x10000ull
 #define RFLAGS_VM 0x20000ull
 
@@ -71,4 +83,17 @@ bool pushf_run(pid_t pid, struct user_regs_struct *r, size_t len, unsigned width
     r->rsp = at;
     r->rip += len;
     return true;
+}
+
+int syscall_r11_mend(pid_t pid, uint64_t syscall_rip)
+{
+    struct user_regs_struct r;
+    if (ptrace(PTRACE_GETREGS, pid, NULL, &r))
+        return 0;
+    if (r.rip != syscall_rip + 2 || r.rcx != r.rip)
+        return 0;
+    if (!(r.r11 & RFLAGS_TF) || (r.eflags & RFLAGS_TF))
+        return 1;
+    r.r11 &= ~RFLAGS_TF;
+    return ptrace(PTRACE_SETREGS, pid, NULL, &r) ? 1 : 2;
 }

@@ -21,5 +21,11 @@ size_t flags_insn_form(const uint8_t *bytes, size_t n, uint8_t *op, unsigned *wi
  * (the caller writes the registers back).  False when the stack cannot be
  * written: the caller steps the instruction and the program gets its fault. */
 bool pushf_run(pid_t pid, struct user_regs_struct *r, size_t len, unsigned width);
+/* After a single-stepped SYSCALL at syscall_rip in the stopped thread pid:
+ * 0 when it has not returned to the next instruction yet (ask again at the
+ * thread's next stop), 1 when it has and R11 holds the flags the program
+ * had, 2 when R11 held the tracer's TF and it was cleared (see trapflag.c).
+ * Not for rt_sigreturn, which loads R11 from a signal frame. */
+int syscall_r11_mend(pid_t pid, uint64_t syscall_rip);
 
 #endif

@@ -917,6 +917,8 @@ int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record)
     unsigned width;
     if (n > 0 && flags_insn_form(code, (size_t)n, &op, &width))
         return op == OP_PUSHF ? 4 : 5;
+    if (n >= 2 && code[0] == 0x0f && code[1] == 0x05)
+        return 7;
     /* --jit-converge: this thread has met only recorded instructions for N
      * steps (a loop that has shown its body): it runs on natively and the
      * region stays open, unchecked, until the program maps or protects it

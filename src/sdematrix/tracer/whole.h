@@ -50,7 +50,7 @@ void whole_jit_set_converge(uint64_t n);
  * ends), 1 keep stepping, 2 / 3 / 4: rip is at a CPUID / XGETBV / PUSHF (to
  * emulate or run, trapflag.c, then visit again), 5: at a POPF (step it,
  * then whole_step_reset), 6: a TZCNT of zero was run as BSF (tzcnt.c; visit
- * again); `record`: record the instruction (false when the thread steps a
+ * again), 7: at a SYSCALL (step it, then mend R11: trapflag.c); `record`: record the instruction (false when the thread steps a
  * region, which records it itself) */
 int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record);
 /* after a stepped POPF (any mode): end the kernel's single-step state of

@@ -640,6 +640,73 @@ def test_pushf_and_popf_stepped_leave_the_trap_flag_alone(tmp_path: Path, mode: 
             assert (meta["pushf_run"], meta["popf_reset"]) == (runs, runs), (region, m, meta)
 
 
+SYSCALL_R11_C = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "jit_page.h"
+/* SYSCALL leaves RFLAGS in R11: the program reads TF there after a raw
+ * getppid and a raw fork (the child reports its own R11 in its exit status),
+ * in a C function (--region function:sys_r11) and in JIT code (whole). */
+__attribute__((noinline)) unsigned long sys_r11(long nr, long *ret)
+{
+    unsigned long r11, rax = (unsigned long)nr;
+    __asm__ volatile("syscall\n\tmovq %%r11, %1" : "+a"(rax), "=r"(r11) : : "rcx", "r11", "memory");
+    if (nr == 57 && rax == 0)
+        _exit(10 + (int)((r11 >> 8) & 1));
+    *ret = (long)rax;
+    return r11;
+}
+static const unsigned char jit[] = {
+    0xb8, 0x6e, 0x00, 0x00, 0x00, /* mov eax, 110 (getppid) */
+    0x0f, 0x05,                   /* syscall */
+    0x4c, 0x89, 0xd8,             /* mov rax, r11 */
+    0xc3};                        /* ret */
+int main(void)
+{
+    unsigned char *p = jit_page(jit, sizeof jit);
+    if (!p)
+        return 3;
+    long pid;
+    unsigned long fn = sys_r11(110, &pid), in_jit = ((unsigned long (*)(void))p)();
+    unsigned long parent = sys_r11(57, &pid);
+    int st = 0;
+    if (pid < 0 || waitpid((pid_t)pid, &st, 0) != pid || !WIFEXITED(st))
+        return 4;
+    printf("tf fn %lu jit %lu fork parent %lu child %d\n", (fn >> 8) & 1, (in_jit >> 8) & 1,
+           (parent >> 8) & 1, WEXITSTATUS(st) - 10);
+    return 0;
+}
+"""
+
+
+@needs("gcc")
+@pytest.mark.parametrize("mode", ["fault", "bp"])
+def test_a_stepped_syscall_leaves_r11_as_natively(tmp_path: Path, mode: str) -> None:
+    """SYSCALL saves RFLAGS in R11, and a single-stepped one saved the
+    tracer's TF there: the program read "tf 1" after a getppid or fork in a
+    stepped function and in JIT code, where natively it reads 0 (the fork's
+    child too).  The tracer clears it once the syscall has returned
+    (tracer/trapflag.c; meta syscall_r11_mended)."""
+    skip_unless_ptrace_runs(SHIPPED_MATRIX, ["hsw"], mode)
+    exe = build_c(tmp_path, "sysr11", SYSCALL_R11_C)
+    native = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    assert native == "tf fn 0 jit 0 fork parent 0 child 0\n", native
+    # whole: the JIT getppid; function: its getppid, the fork's parent and
+    # child, and the JIT getppid (JIT code is stepped in every region mode)
+    for region, mended in (("whole", 1), ("function:sys_r11", 4)):
+        out = tmp_path / region.replace(":", "_")
+        p = sdematrix(
+            "exec", "--cpu", "hsw", "--cpuid-mode", mode, "--region", region,
+            "--out", str(out), "--", str(exe),
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        res = read_models(out)["hsw"]
+        assert (out / "hsw" / "stdout").read_text() == native, region
+        assert res["meta"]["syscall_r11_mended"] == mended, (region, res["meta"])
+
+
 JIT_LOOP_C = r"""
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -251,6 +251,8 @@ class TracerOutput:
     # reset the kernel's stepping state (tracer/trapflag.c)
     pushf_run: int = 0
     popf_reset: int = 0
+    # stepped SYSCALLs whose R11 (saved RFLAGS) held the tracer's TF, cleared
+    syscall_r11_mended: int = 0
     blocks_entered: int = 0
     block_insns: int = 0
     blocks_interrupted: int = 0
@@ -327,6 +329,7 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 "xgetbv_stepped",
                 "pushf_run",
                 "popf_reset",
+                "syscall_r11_mended",
                 "blocks_entered",
                 "block_insns",
                 "blocks_interrupted",
@@ -415,6 +418,7 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
             "xgetbv_stepped": traced.xgetbv_stepped,
             "pushf_run": traced.pushf_run,
             "popf_reset": traced.popf_reset,
+            "syscall_r11_mended": traced.syscall_r11_mended,
             # block stepping: straight-line runs executed natively, and the
             # instructions they covered (counted as if single-stepped)
             "blocks_entered": traced.blocks_entered,
