@@ -140,13 +140,27 @@ def pytest_configure(config: pytest.Config) -> None:
     config.args[:] = shipped_args(list(config.args))
 
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    """With --sde-cpu: say that an inherited VAESCRYPT_CPU_MASK is not passed
-    to the probe (as `sdematrix run` does)."""
+def _mask_line(config: pytest.Config) -> str | None:
+    """With --sde-cpu: the line saying that an inherited VAESCRYPT_CPU_MASK is
+    not passed to the probe (as `sdematrix run` says it)."""
     from ..spec.dispatch_env import mask_not_passed
 
     said = mask_not_passed(os.environ) if _session(config) is not None else None
-    return [f"sdematrix: {said}"] if said else []
+    return f"sdematrix: {said}" if said else None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    line = _mask_line(config)
+    return [line] if line else []
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """Under -q pytest shows no session header: the mask line goes at the end."""
+    line = _mask_line(config)
+    if line and not terminalreporter.showheader:
+        terminalreporter.write_line(line)
 
 
 def shipped_args(args: list[str]) -> list[str]:
