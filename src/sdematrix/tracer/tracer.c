@@ -824,7 +824,7 @@ static void resume(struct thread *t, int sig)
             /* a syscall: an executable mapping made inside the region gets
              * its sites armed and its maps lines read once it returns */
             get_regs(t->tid, &r);
-            t->exec_map = (r.rax == 9 || r.rax == 10) && (r.rdx & PROT_EXEC_BIT);
+            t->exec_map = may_map_code(r.rax) && (r.rdx & PROT_EXEC_BIT);
             note_syscall_step(t, rip, r.rax);
         }
         t->pending = true;
@@ -1116,18 +1116,19 @@ static void on_syscall_stop(struct thread *t)
         return;
     if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
         t->sc_nr = info.entry.nr;
-        t->sc_prot = (info.entry.nr == 9 || info.entry.nr == 10) ? info.entry.args[2] : 0;
+        t->sc_prot = may_map_code(info.entry.nr) ? info.entry.args[2] : 0;
         if (t->sp) /* whole mode's JIT bookkeeping; in every mode its `syscall` */
             whole_sys_enter(t->sp->id, t->tid, info.entry.nr, (const uint64_t *)info.entry.args,
                             info.instruction_pointer);
     } else if (info.op == PTRACE_SYSCALL_INFO_EXIT) {
         if (whole_enabled && t->sp && !t->exec_pending)
-            whole_sys_exit(t->sp->id, t->tid, info.exit.rval, info.exit.is_error);
+            if (whole_sys_exit(t->sp->id, t->tid, info.exit.rval, info.exit.is_error))
+                merge_maps(t->sp, t->tid); /* a JIT region moved (mremap) */
         if (t->exec_pending) {
             t->exec_pending = false;
             if (!info.exit.is_error)
                 setup_exec(t);
-        } else if ((t->sc_nr == 9 || t->sc_nr == 10) && (t->sc_prot & PROT_EXEC_BIT) &&
+        } else if (may_map_code(t->sc_nr) && (t->sc_prot & PROT_EXEC_BIT) &&
                    !info.exit.is_error) {
             arm_space(t->sp, t->tid);
         }

@@ -555,10 +555,13 @@ void whole_write(FILE *f, uint64_t asked)
  * munmap, a new mmap over the range, and mprotect without PROT_EXEC end or
  * trim a region.  Every entry costs two injected syscalls and every
  * instruction run in JIT code is stepped: exact, at stepping speed.
+ * pkey_mprotect is handled as mprotect (the same first three arguments; the
+ * key is left as the program gives it), and mremap moves or grows a region
+ * with its pages: the new range is a JIT region too (its pages keep the
+ * closed protection, so the program would otherwise fault there and die).
  * Not seen: JIT code run by another thread while one thread steps in the same
- * region (it is executable meanwhile), code made executable by mremap or
- * pkey_mprotect, JIT regions created while a thread steps a marked/function
- * region (they stay executable).  Each step reads the bytes at RIP and
+ * region (it is executable meanwhile), JIT regions created while a thread
+ * steps a marked/function region (they stay executable).  Each step reads the bytes at RIP and
  * whole_note keys them with the address, so code written where other code
  * ran before (a reused code-cache slot, a patched instruction) is recorded
  * too. */
@@ -566,6 +569,7 @@ void whole_write(FILE *f, uint64_t asked)
 #define W_PROT_READ 0x1
 #define W_PROT_EXEC 0x4
 #define W_MAP_ANON 0x20
+#define W_MREMAP_DONTUNMAP 4
 
 struct jreg {             /* a JIT region of one space */
     int space;
@@ -582,7 +586,7 @@ struct jthr {             /* a thread: its syscall in progress, its stepping */
     int space;
     int reg;              /* region it steps in, -1: none */
     uint64_t repeats;     /* steps in a row that recorded nothing new */
-    uint64_t nr, a0, a1, a2;
+    uint64_t nr, a0, a1, a2, a3;
     bool strip;           /* PROT_EXEC was taken out of this syscall */
 };
 
@@ -699,11 +703,12 @@ void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, ui
     j->a0 = args[0];
     j->a1 = args[1];
     j->a2 = args[2];
+    j->a3 = args[3];
     j->strip = false;
-    bool exec = (nr == 9 || nr == 10) && (args[2] & W_PROT_EXEC);
+    bool exec = may_map_code(nr) && (args[2] & W_PROT_EXEC);
     if (!exec)
         return;
-    if (nr == 9 ? !(args[3] & W_MAP_ANON) : !anonymous_range(tid, args[0], args[1]))
+    if (nr == NR_MMAP ? !(args[3] & W_MAP_ANON) : !anonymous_range(tid, args[0], args[1]))
         return;
     struct user_regs_struct r;
     if (ptrace(PTRACE_GETREGS, tid, NULL, &r))
@@ -713,24 +718,55 @@ void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, ui
         j->strip = true;
 }
 
-void whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error)
+static bool inject_mprotect(int space, pid_t tid, uint64_t lo, uint64_t len, uint64_t prot);
+
+/* mremap(old, old_len, new_len, flags) returned new: a JIT region at old
+ * moved (or grew in place) with its pages, so [new, new + new_len) is one
+ * too, with the region's protection; the old range stays one only with
+ * MREMAP_DONTUNMAP.  A region open at the time (a thread stepping in it)
+ * moved executable: the new range is closed like any other. */
+static bool jreg_remapped(int space, pid_t tid, const struct jthr *j, uint64_t new_lo)
+{
+    uint64_t old_len = (j->a1 + 4095) & ~(uint64_t)4095;
+    uint64_t new_len = (j->a2 + 4095) & ~(uint64_t)4095;
+    int k = jreg_at(space, j->a0);
+    bool moved = k >= 0;
+    uint64_t prot = moved ? jregs[k].prot : 0;
+    bool open = moved && jregs[k].enabled;
+    if (!(j->a3 & W_MREMAP_DONTUNMAP))
+        jreg_remove(space, j->a0, j->a0 + old_len);
+    jreg_remove(space, new_lo, new_lo + new_len);
+    if (!moved)
+        return false;
+    if (open)
+        inject_mprotect(space, tid, new_lo, new_len, (prot & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ);
+    jreg_add(space, new_lo, new_lo + new_len, prot);
+    n_jit_regions++;
+    return true;
+}
+
+bool whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error)
 {
     if (!whole_enabled || space < 0)
-        return;
+        return false;
     struct jthr *j = jthr_of(tid, false);
     if (!j || j->nr == (uint64_t)-1)
-        return;
+        return false;
     uint64_t nr = j->nr;
     j->nr = (uint64_t)-1;
-    if (is_error || (nr != 9 && nr != 10 && nr != 11 && nr != 25))
-        return;
-    uint64_t lo = nr == 9 ? (uint64_t)rval : j->a0;
+    if (is_error || (nr != NR_MMAP && nr != NR_MPROTECT && nr != NR_MUNMAP && nr != NR_MREMAP &&
+                     nr != NR_PKEY_MPROTECT))
+        return false;
+    if (nr == NR_MREMAP)
+        return jreg_remapped(space, tid, j, (uint64_t)rval);
+    uint64_t lo = nr == NR_MMAP ? (uint64_t)rval : j->a0;
     uint64_t len = (j->a1 + 4095) & ~(uint64_t)4095;
     jreg_remove(space, lo, lo + len);
     if (j->strip) {
         jreg_add(space, lo, lo + len, j->a2);
         n_jit_regions++;
     }
+    return false;
 }
 
 /* Run syscall nr(a0, a1, a2) in the stopped thread: RIP set to the

@@ -10,6 +10,19 @@
 
 extern bool whole_enabled;
 
+/* x86-64 syscall numbers the JIT and image bookkeeping follows */
+#define NR_MMAP 9
+#define NR_MPROTECT 10
+#define NR_MUNMAP 11
+#define NR_MREMAP 25
+#define NR_PKEY_MPROTECT 329
+/* mmap, mprotect, pkey_mprotect: the calls whose third argument, the
+ * protection, can make memory executable */
+static inline bool may_map_code(uint64_t nr)
+{
+    return nr == NR_MMAP || nr == NR_MPROTECT || nr == NR_PKEY_MPROTECT;
+}
+
 /* profile record `bounds BINFILE PATH` (rest = "BINFILE PATH"); -1 if bad */
 int whole_load_bounds(const char *rest);
 /* a new address space (exec, fork); copy_from: the forking space or -1 */
@@ -29,10 +42,12 @@ size_t whole_fix_bytes(int space, uint64_t addr, uint8_t *buf, size_t n);
  * when it was not recorded before */
 bool whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len);
 /* JIT code (anonymous executable memory), see whole.c.  Syscall stops:
- * mmap/mprotect(PROT_EXEC) of anonymous memory lose PROT_EXEC at entry and
- * become JIT regions at exit; munmap etc. end them. */
+ * mmap/mprotect/pkey_mprotect(PROT_EXEC) of anonymous memory lose PROT_EXEC
+ * at entry and become JIT regions at exit; munmap etc. end them, mremap
+ * moves them.  whole_sys_exit is true when a region moved to an address the
+ * process's maps may not name yet (the caller reads them again). */
 void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, uint64_t ip);
-void whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error);
+bool whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error);
 /* a SIGSEGV at rip: 1 when rip is in a closed JIT region, now open, and the
  * thread steps in it (drop the signal, then whole_jit_visit at each stop).
  * `fetch`: the fault was an instruction fetch at rip (SEGV_ACCERR, si_addr

@@ -403,6 +403,68 @@ def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
     assert (out / "nhm" / "stdout").read_text() == "jit ran\n"
 
 
+JIT_MOVED_C = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "jit_page.h"
+/* mov eax, N; vpaddd ymm0, ymm0, ymm1 (AVX2); ret -- run where it was
+ * written, again after mremap moved it (grown to two pages, to a place
+ * reserved for it), and a copy made executable by the pkey_mprotect
+ * syscall (glibc's wrapper calls mprotect for key -1; key -1 keeps the
+ * mapping's key, so no PKU is needed). */
+static unsigned char code[] = {0xb8, 0x07, 0x00, 0x00, 0x00, 0xc5, 0xfd, 0xfe, 0xc1, 0xc3};
+int main(void)
+{
+    unsigned char *r = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *p = jit_page(code, sizeof code);
+    if (!p || r == MAP_FAILED)
+        return 3;
+    int a = ((int (*)(void))p)();
+    void *to = mmap(NULL, 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *q = to == MAP_FAILED ? MAP_FAILED
+                                        : mremap(p, 4096, 8192, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+    if (q == MAP_FAILED || q == p)
+        return 4;
+    int b = ((int (*)(void))q)();
+    code[1] = 9;
+    memcpy(r, code, sizeof code);
+    if (syscall(SYS_pkey_mprotect, r, 4096, PROT_READ | PROT_EXEC, -1))
+        return 6;
+    int c = ((int (*)(void))r)();
+    printf("moved %d pkey %d\n", a + b, c);
+    return 0;
+}
+"""
+
+
+@needs_ptrace
+@needs("gcc")
+def test_jit_code_moved_by_mremap_or_made_executable_by_pkey_mprotect(tmp_path: Path) -> None:
+    """JIT code moved by mremap runs at its new address as natively (the
+    pages kept the tracer's closed protection, and the program died there of
+    SIGSEGV, exit 139, on every model) and is chip-checked there, named
+    [anon]; code made executable by pkey_mprotect is chip-checked too (it
+    ran unseen: nhm found one VPADDD, not three)."""
+    exe = build_c(tmp_path, "moved", JIT_MOVED_C)
+    native = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    assert native == "moved 14 pkey 9\n", native
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe))
+    assert p.returncode == 1, p.stderr
+    res = read_models(out)
+    assert res["hsw"]["status"] == "pass" and res["hsw"]["violations"] == [], res["hsw"]
+    for m in ("nhm", "hsw"):
+        assert (out / m / "stdout").read_text() == native, m
+    v = res["nhm"]["violations"]
+    assert [(x["mnemonic"], x["image"]) for x in v] == [("VPADDD", "[anon]")] * 3, v
+    assert len({x["address"] for x in v}) == 3, v
+    assert res["nhm"]["meta"]["jit_regions"] == 3, res["nhm"]["meta"]
+
+
 JIT_REWRITE_C = r"""
 #define _GNU_SOURCE
 #include <stdio.h>
