@@ -379,6 +379,7 @@ def _meta(
         "pushf_run": traced.pushf_run,
         "popf_reset": traced.popf_reset,
         "syscall_r11_mended": traced.syscall_r11_mended,
+        "syscall_steps_undone": traced.syscall_steps_undone,
         "images_without_bounds": list(traced.nobounds),
         "images": sorted(whole.images),
         "region": res.region,

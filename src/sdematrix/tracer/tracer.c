@@ -135,6 +135,7 @@ struct thread {
     /* a stepped SYSCALL at this address has not been seen returning: its R11
      * is mended at the thread's next stop after it (trapflag.c); 0: none */
     uint64_t syscall_rip;
+    bool syscall_whole; /* ...and whole.c saw its entry (whole_sys_enter) */
     uint64_t last_rip;  /* last counted instruction (rep iterations) */
     uint64_t sc_nr, sc_prot;
     /* a function region (site func): stepping ends when the call returns,
@@ -172,7 +173,7 @@ static bool block_stop(struct thread *t, int st);
 
 static uint64_t n_cpuid, n_xgetbv, n_steps, n_regions, n_inject_ok, n_inject_fail;
 static uint64_t n_threads_stepped, n_cpuid_stepped, n_xgetbv_stepped, n_pushf_run, n_popf_reset;
-static uint64_t n_r11_mended;
+static uint64_t n_r11_mended, n_syscall_undone;
 static long last_inject_rc;
 static bool truncated;
 /* The last SIGILL delivered to the program: where, and the instruction's
@@ -614,22 +615,52 @@ static bool run_pushf(struct thread *t, struct user_regs_struct *r, size_t len, 
     return true;
 }
 
-/* A stepped SYSCALL (t->syscall_rip): once it has returned, R11 holds the
- * program's flags again (trapflag.c). */
-static void mend_r11(struct thread *t)
+/* A single-stepped SYSCALL has no syscall-entry or -exit stop (those come
+ * with PTRACE_SYSCALL only), so what those stops do is done around the
+ * step: before it, note_syscall_step (whole.c's entry bookkeeping: an
+ * executable mapping made by JIT code or in a stepped region becomes a
+ * closed JIT region like any other); at the thread's first stop after it
+ * has returned, syscall_step_done (R11 mended, trapflag.c; whole.c's exit
+ * bookkeeping).  A stop before it ran (a signal came first: RIP still at
+ * it) undoes the entry bookkeeping; the syscall is noted again when it is
+ * stepped after the handler (its frame holds the program's arguments).
+ * Only a step that delivers no signal is noted (with one, the handler runs
+ * first).  rt_sigreturn is left alone: it loads R11 from the signal frame
+ * and maps nothing. */
+static void note_syscall_step(struct thread *t, const struct user_regs_struct *r)
 {
-    int m = syscall_r11_mend(t->tid, t->syscall_rip);
-    if (m)
-        t->syscall_rip = 0;
-    if (m == 2)
-        n_r11_mended++;
+    t->syscall_rip = r->rax == 15 ? 0 : r->rip;
+    t->syscall_whole = false;
+    if (!t->syscall_rip || !t->sp)
+        return;
+    const uint64_t args[6] = {r->rdi, r->rsi, r->rdx, r->r10, r->r8, r->r9};
+    whole_sys_enter(t->sp->id, t->tid, r->rax, args, r->rip + 2);
+    t->syscall_whole = true;
 }
 
-/* The SYSCALL about to be stepped at rip (rax: its number) is followed up by
- * mend_r11; rt_sigreturn is not: it loads R11 from the signal frame. */
-static void note_syscall_step(struct thread *t, uint64_t rip, uint64_t rax)
+static void syscall_step_done(struct thread *t)
 {
-    t->syscall_rip = rax == 15 ? 0 : rip;
+    struct user_regs_struct r;
+    if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r))
+        return;
+    if (!syscall_returned(&r, t->syscall_rip)) {
+        if (r.rip != t->syscall_rip)
+            return; /* not yet: ask again at the next stop */
+        if (t->syscall_whole)
+            whole_sys_cancel(t->tid);
+        n_syscall_undone++;
+        t->syscall_rip = 0;
+        t->syscall_whole = false;
+        return;
+    }
+    t->syscall_rip = 0;
+    if (syscall_r11_mend(&r) && ptrace(PTRACE_SETREGS, t->tid, NULL, &r) == 0)
+        n_r11_mended++;
+    if (t->syscall_whole) {
+        t->syscall_whole = false;
+        if (whole_sys_exit(t->sp->id, t->tid, (int64_t)r.rax, r.rax >= (uint64_t)-4095))
+            merge_maps(t->sp, t->tid);
+    }
 }
 
 /* Execute the original instruction under a breakpoint once (restore the
@@ -653,14 +684,14 @@ static void step_over(struct thread *t, struct bp *b)
     if (rec_is(code, OP_SYSCALL, 2)) {
         struct user_regs_struct r;
         get_regs(t->tid, &r);
-        note_syscall_step(t, b->addr, r.rax);
+        note_syscall_step(t, &r);
     }
     poke_byte(t->tid, b->addr, b->orig);
     if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) == 0)
         (void)wait_tid(t->tid);
     poke_byte(t->tid, b->addr, 0xcc);
     if (t->syscall_rip)
-        mend_r11(t);
+        syscall_step_done(t);
     if (popf && whole_step_reset(t->sp->id, t->tid))
         n_popf_reset++;
 }
@@ -825,7 +856,8 @@ static void resume(struct thread *t, int sig)
              * its sites armed and its maps lines read once it returns */
             get_regs(t->tid, &r);
             t->exec_map = may_map_code(r.rax) && (r.rdx & PROT_EXEC_BIT);
-            note_syscall_step(t, rip, r.rax);
+            if (!sig)
+                note_syscall_step(t, &r);
         }
         t->pending = true;
         t->pending_rip = rip;
@@ -873,7 +905,7 @@ static bool jit_stop(struct thread *t)
         } else {
             t->popf_stepped = v == 5;
             if (v == 7)
-                note_syscall_step(t, r.rip, r.rax);
+                note_syscall_step(t, &r);
             return true;
         }
     }
@@ -1007,6 +1039,7 @@ static void write_output(const char *path, int exit_kind, int exit_val)
     fprintf(f, "pushf_run %" PRIu64 "\n", n_pushf_run);
     fprintf(f, "popf_reset %" PRIu64 "\n", n_popf_reset);
     fprintf(f, "syscall_r11_mended %" PRIu64 "\n", n_r11_mended);
+    fprintf(f, "syscall_steps_undone %" PRIu64 "\n", n_syscall_undone);
     blocks_write_stats(f);
     for (size_t i = 0; i < nspaces; i++)
         fprintf(f, "space %d %d bps %zu fault %d\n", spaces[i]->id, (int)spaces[i]->tgid,
@@ -1273,6 +1306,7 @@ static void on_ptrace_event(struct thread *t, pid_t pid, unsigned event)
         t->exec_pending = true;
         t->stepping = false;
         t->syscall_rip = 0; /* a new image: its registers are fresh */
+        t->syscall_whole = false;
     } else if (event == PTRACE_EVENT_CLONE || event == PTRACE_EVENT_FORK ||
                event == PTRACE_EVENT_VFORK) {
         /* The new thread or process starts where its creator is: in a
@@ -1292,15 +1326,16 @@ static void on_ptrace_event(struct thread *t, pid_t pid, unsigned event)
         /* the new thread returns from the creator's stepped SYSCALL with a
          * copy of its R11 (the creator's is mended below, after the copy) */
         c->syscall_rip = t->syscall_rip;
+        c->syscall_whole = false;
         if (c->held) {
             c->held = false;
             if (c->syscall_rip)
-                mend_r11(c);
+                syscall_step_done(c);
             resume(c, 0);
         }
     }
     if (t->syscall_rip)
-        mend_r11(t);
+        syscall_step_done(t);
     resume(t, 0); /* continues the step in flight (clone, fork...) */
 }
 
@@ -1463,7 +1498,7 @@ static struct program_end trace_until_done(pid_t child)
         int sig = WSTOPSIG(st);
         unsigned event = (unsigned)st >> 16;
         if (t->syscall_rip && !event) /* events: on_ptrace_event */
-            mend_r11(t);
+            syscall_step_done(t);
         if (blocks_active_tid() == pid && block_stop(t, st))
             continue;
         if (event)

@@ -85,15 +85,15 @@ bool pushf_run(pid_t pid, struct user_regs_struct *r, size_t len, unsigned width
     return true;
 }
 
-int syscall_r11_mend(pid_t pid, uint64_t syscall_rip)
+bool syscall_returned(const struct user_regs_struct *r, uint64_t syscall_rip)
 {
-    struct user_regs_struct r;
-    if (ptrace(PTRACE_GETREGS, pid, NULL, &r))
-        return 0;
-    if (r.rip != syscall_rip + 2 || r.rcx != r.rip)
-        return 0;
-    if (!(r.r11 & RFLAGS_TF) || (r.eflags & RFLAGS_TF))
-        return 1;
-    r.r11 &= ~RFLAGS_TF;
-    return ptrace(PTRACE_SETREGS, pid, NULL, &r) ? 1 : 2;
+    return r->rip == syscall_rip + 2 && r->rcx == r->rip;
+}
+
+bool syscall_r11_mend(struct user_regs_struct *r)
+{
+    if (!(r->r11 & RFLAGS_TF) || (r->eflags & RFLAGS_TF))
+        return false;
+    r->r11 &= ~RFLAGS_TF;
+    return true;
 }

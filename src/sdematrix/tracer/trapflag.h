@@ -21,11 +21,13 @@ size_t flags_insn_form(const uint8_t *bytes, size_t n, uint8_t *op, unsigned *wi
  * (the caller writes the registers back).  False when the stack cannot be
  * written: the caller steps the instruction and the program gets its fault. */
 bool pushf_run(pid_t pid, struct user_regs_struct *r, size_t len, unsigned width);
-/* After a single-stepped SYSCALL at syscall_rip in the stopped thread pid:
- * 0 when it has not returned to the next instruction yet (ask again at the
- * thread's next stop), 1 when it has and R11 holds the flags the program
- * had, 2 when R11 held the tracer's TF and it was cleared (see trapflag.c).
- * Not for rt_sigreturn, which loads R11 from a signal frame. */
-int syscall_r11_mend(pid_t pid, uint64_t syscall_rip);
+/* r: the registers of a thread that single-stepped the SYSCALL at
+ * syscall_rip, at one of its stops: true when the syscall has returned
+ * there (RIP just past it, RCX = RIP, as SYSCALL leaves them). */
+bool syscall_returned(const struct user_regs_struct *r, uint64_t syscall_rip);
+/* Then: R11 holds the RFLAGS the SYSCALL saved; true when its TF was the
+ * tracer's and is now cleared in *r (the caller writes the registers
+ * back).  Not for rt_sigreturn, which loads R11 from a signal frame. */
+bool syscall_r11_mend(struct user_regs_struct *r);
 
 #endif

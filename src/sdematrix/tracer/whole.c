@@ -559,9 +559,11 @@ void whole_write(FILE *f, uint64_t asked)
  * key is left as the program gives it), and mremap moves or grows a region
  * with its pages: the new range is a JIT region too (its pages keep the
  * closed protection, so the program would otherwise fault there and die).
+ * A syscall a thread single-steps (in JIT code, in a marked/function region)
+ * has no syscall stops: tracer.c calls whole_sys_enter / whole_sys_exit
+ * around the step instead.
  * Not seen: JIT code run by another thread while one thread steps in the same
- * region (it is executable meanwhile), JIT regions created while a thread
- * steps a marked/function region (they stay executable).  Each step reads the bytes at RIP and
+ * region (it is executable meanwhile).  Each step reads the bytes at RIP and
  * whole_note keys them with the address, so code written where other code
  * ran before (a reused code-cache slot, a patched instruction) is recorded
  * too. */
@@ -716,6 +718,20 @@ void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, ui
     r.rdx = (args[2] & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ;
     if (ptrace(PTRACE_SETREGS, tid, NULL, &r) == 0)
         j->strip = true;
+}
+
+void whole_sys_cancel(pid_t tid)
+{
+    struct jthr *j = jthr_of(tid, false);
+    if (!j || j->nr == (uint64_t)-1)
+        return;
+    struct user_regs_struct r;
+    if (j->strip && ptrace(PTRACE_GETREGS, tid, NULL, &r) == 0) {
+        r.rdx = j->a2;
+        ptrace(PTRACE_SETREGS, tid, NULL, &r);
+    }
+    j->nr = (uint64_t)-1;
+    j->strip = false;
 }
 
 static bool inject_mprotect(int space, pid_t tid, uint64_t lo, uint64_t len, uint64_t prot);

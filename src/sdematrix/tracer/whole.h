@@ -48,6 +48,9 @@ bool whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len);
  * process's maps may not name yet (the caller reads them again). */
 void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, uint64_t ip);
 bool whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error);
+/* the syscall whole_sys_enter was told of did not run (the stopped thread
+ * is still at it): its argument is put back as the program gave it */
+void whole_sys_cancel(pid_t tid);
 /* a SIGSEGV at rip: 1 when rip is in a closed JIT region, now open, and the
  * thread steps in it (drop the signal, then whole_jit_visit at each stop).
  * `fetch`: the fault was an instruction fetch at rip (SEGV_ACCERR, si_addr

@@ -251,8 +251,10 @@ class TracerOutput:
     # reset the kernel's stepping state (tracer/trapflag.c)
     pushf_run: int = 0
     popf_reset: int = 0
-    # stepped SYSCALLs whose R11 (saved RFLAGS) held the tracer's TF, cleared
+    # stepped SYSCALLs whose R11 (saved RFLAGS) held the tracer's TF, cleared;
+    # stepped SYSCALLs a signal came before (their entry bookkeeping undone)
     syscall_r11_mended: int = 0
+    syscall_steps_undone: int = 0
     blocks_entered: int = 0
     block_insns: int = 0
     blocks_interrupted: int = 0
@@ -330,6 +332,7 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 "pushf_run",
                 "popf_reset",
                 "syscall_r11_mended",
+                "syscall_steps_undone",
                 "blocks_entered",
                 "block_insns",
                 "blocks_interrupted",
@@ -419,6 +422,7 @@ def build_mix(traced: TracerOutput, model: CpuModel | None) -> tuple[Mix, list[V
             "pushf_run": traced.pushf_run,
             "popf_reset": traced.popf_reset,
             "syscall_r11_mended": traced.syscall_r11_mended,
+            "syscall_steps_undone": traced.syscall_steps_undone,
             # block stepping: straight-line runs executed natively, and the
             # instructions they covered (counted as if single-stepped)
             "blocks_entered": traced.blocks_entered,
