@@ -16,6 +16,8 @@ pkgs+=(gzip bzip2 zstd lz4 python3 perl mawk sqlite3 jq libc-bin coreutils)
 pkgs+=(libgcrypt20 libnettle8 libgnutls30 libsodium23)
 # a dispatcher in JIT code (tests/integration/test_openjdk.py): HotSpot
 pkgs+=(openjdk-17-jre-headless)
+# a JIT whose code generator follows CPUID (tests/integration/test_luajit.py)
+pkgs+=(luajit)
 command -v dockerd >/dev/null || pkgs+=(docker.io)   # the engine; a bare client (often preinstalled) is not enough
 missing=()
 for p in "${pkgs[@]}"; do
