@@ -40,6 +40,24 @@ def build_c(tmp_path: Path, name: str, source: str, *cflags: str) -> Path:
     return exe
 
 
+def run_native(exe: Path) -> str:
+    """What `exe` prints when it runs without the tracer."""
+    return subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+
+
+def exec_region(
+    tmp_path: Path, exe: Path, cpus: str, mode: str, region: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`sdematrix exec` of `exe` on `cpus` in CPUID `mode` with `--region
+    region`; the process and its --out directory (one per region)."""
+    out = tmp_path / region.replace(":", "_")
+    p = sdematrix(
+        "exec", "--cpu", cpus, "--cpuid-mode", mode, "--region", region,
+        "--out", str(out), "--", str(exe),
+    )  # fmt: skip
+    return p, out
+
+
 def needs(tool: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(shutil.which(tool) is None, reason=f"{tool} not installed")
 
@@ -450,7 +468,7 @@ def test_jit_code_moved_by_mremap_or_made_executable_by_pkey_mprotect(tmp_path: 
     [anon]; code made executable by pkey_mprotect is chip-checked too (it
     ran unseen: nhm found one VPADDD, not three)."""
     exe = build_c(tmp_path, "moved", JIT_MOVED_C)
-    native = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    native = run_native(exe)
     assert native == "moved 14 pkey 9\n", native
     out = tmp_path / "out"
     p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe))
@@ -525,14 +543,10 @@ def test_executable_memory_mapped_where_the_tracer_steps_is_a_jit_region(
     mode and with the page made inside --region function:make_page."""
     skip_unless_ptrace_runs(SHIPPED_MATRIX, ["nhm", "hsw"], mode)
     exe = build_c(tmp_path, "jitmade", JIT_MADE_STEPPING_C)
-    native = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    native = run_native(exe)
     assert native == "jit-made 5 region-made 6\n", native
     for region in ("whole", "function:make_page"):
-        out = tmp_path / region.replace(":", "_")
-        p = sdematrix(
-            "exec", "--cpu", "nhm,hsw", "--cpuid-mode", mode, "--region", region,
-            "--out", str(out), "--", str(exe),
-        )  # fmt: skip
+        p, out = exec_region(tmp_path, exe, "nhm,hsw", mode, region)
         assert p.returncode == 1, p.stderr
         res = read_models(out)
         assert res["hsw"]["status"] == "pass", (region, res["hsw"])
@@ -604,7 +618,7 @@ def test_a_signal_before_a_stepped_mprotect_leaves_its_arguments_alone(tmp_path:
     while a function region makes 600 pages executable."""
     skip_unless_ptrace_runs(SHIPPED_MATRIX, ["hsw"], "bp")
     exe = build_c(tmp_path, "sigmprotect", SIGNAL_AT_STEPPED_MPROTECT_C)
-    native = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    native = run_native(exe)
     assert native.startswith("rc 0 sum "), native
     out = tmp_path / "out"
     p = sdematrix(
@@ -840,14 +854,10 @@ def test_pushf_and_popf_stepped_leave_the_trap_flag_alone(tmp_path: Path, mode: 
     ("tf 1"), and OpenJDK died of SIGTRAP (docs/EXEC.md)."""
     skip_unless_ptrace_runs(SHIPPED_MATRIX, ["nhm", "hsw"], mode)
     exe = build_c(tmp_path, "trapflag", TRAPFLAG_C)
-    native = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    native = run_native(exe)
     assert native == "jit 240000 native 240000 tf 0 signals 1\n", native
     for region, runs in (("whole", 2), ("function:flags_probe_native", 4)):
-        out = tmp_path / region.replace(":", "_")
-        p = sdematrix(
-            "exec", "--cpu", "nhm,hsw", "--cpuid-mode", mode, "--region", region,
-            "--out", str(out), "--", str(exe),
-        )  # fmt: skip
+        p, out = exec_region(tmp_path, exe, "nhm,hsw", mode, region)
         assert p.returncode == 0, p.stderr
         for m, res in read_models(out).items():
             assert (out / m / "stdout").read_text() == native, (region, m)
@@ -906,16 +916,12 @@ def test_a_stepped_syscall_leaves_r11_as_natively(tmp_path: Path, mode: str) -> 
     (tracer/trapflag.c; meta syscall_r11_mended)."""
     skip_unless_ptrace_runs(SHIPPED_MATRIX, ["hsw"], mode)
     exe = build_c(tmp_path, "sysr11", SYSCALL_R11_C)
-    native = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
+    native = run_native(exe)
     assert native == "tf fn 0 jit 0 fork parent 0 child 0\n", native
     # whole: the JIT getppid; function: its getppid, the fork's parent and
     # child, and the JIT getppid (JIT code is stepped in every region mode)
     for region, mended in (("whole", 1), ("function:sys_r11", 4)):
-        out = tmp_path / region.replace(":", "_")
-        p = sdematrix(
-            "exec", "--cpu", "hsw", "--cpuid-mode", mode, "--region", region,
-            "--out", str(out), "--", str(exe),
-        )  # fmt: skip
+        p, out = exec_region(tmp_path, exe, "hsw", mode, region)
         assert p.returncode == 0, p.stderr
         res = read_models(out)["hsw"]
         assert (out / "hsw" / "stdout").read_text() == native, region
