@@ -629,7 +629,7 @@ static bool run_pushf(struct thread *t, struct user_regs_struct *r, size_t len, 
  * and maps nothing. */
 static void note_syscall_step(struct thread *t, const struct user_regs_struct *r)
 {
-    t->syscall_rip = r->rax == 15 ? 0 : r->rip;
+    t->syscall_rip = r->rax == NR_RT_SIGRETURN ? 0 : r->rip;
     t->syscall_whole = false;
     if (!t->syscall_rip || !t->sp)
         return;

@@ -16,6 +16,7 @@ extern bool whole_enabled;
 #define NR_MUNMAP 11
 #define NR_MREMAP 25
 #define NR_PKEY_MPROTECT 329
+#define NR_RT_SIGRETURN 15
 /* mmap, mprotect, pkey_mprotect: the calls whose third argument, the
  * protection, can make memory executable */
 static inline bool may_map_code(uint64_t nr)
@@ -60,15 +61,17 @@ int whole_jit_enter(int space, pid_t tid, uint64_t rip, bool fetch);
 /* the thread steps in JIT code */
 bool whole_jit_active(pid_t tid);
 /* --jit-converge N (0, the default: never): a thread that has stepped N
- * instructions in a row in JIT code without meeting one not recorded before
- * stops stepping, and the region stays executable, unchecked, until the
+ * instructions in a row in one JIT region without meeting one not recorded
+ * before (counted across its entries into that region) stops stepping, and the region stays executable, unchecked, until the
  * program maps or protects it again (see whole.c) */
 void whole_jit_set_converge(uint64_t n);
 /* a stop of a JIT-stepping thread at rip: 0 it left JIT code (stepping
  * ends), 1 keep stepping, 2 / 3 / 4: rip is at a CPUID / XGETBV / PUSHF (to
  * emulate or run, trapflag.c, then visit again), 5: at a POPF (step it,
  * then whole_step_reset), 6: a TZCNT of zero was run as BSF (tzcnt.c; visit
- * again), 7: at a SYSCALL (step it, then mend R11: trapflag.c); `record`: record the instruction (false when the thread steps a
+ * again), 7: at a SYSCALL (step it, around the step tracer.c's
+ * note_syscall_step and syscall_step_done); `record`: record the
+ * instruction (false when the thread steps a
  * region, which records it itself) */
 int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record);
 /* after a stepped POPF (any mode): end the kernel's single-step state of
