@@ -4,20 +4,21 @@
 LuaJIT reads CPUID once (lj_vm_cpuid, in its own binary) and its x86
 backend then emits SSE4.1's ROUNDSD for math.floor where the CPU has SSE4.1
 and BMI2's SHLX/SHRX/RORX for bit operations where it has BMI2; `jit.status()`
-names what it found.  Under `sdematrix exec --jit-converge`, a script whose
-trace uses both:
+names what it found.  Under `sdematrix exec`, a script whose trace uses
+both:
 
 * prints what it prints natively, on every model, in both CPUID modes;
 * LuaJIT reports the model's features: "SSE3" on p4p, "SSE4.1" from nhm,
   "BMI2" from hsw;
-* the trace it generated ([anon], stepped until it converged) holds exactly
-  those instructions: no SSE4.1 on p4p, ROUNDSD but no BMI2 on nhm, BMI2 on
-  hsw -- the instruction mix proves which code LuaJIT generated -- and the
-  chip check of all of it is clean.
+* the trace it generated ([anon], every instruction of it stepped) holds
+  exactly those instructions: no SSE4.1 on p4p, ROUNDSD but no BMI2 on nhm,
+  BMI2 on hsw -- the instruction mix proves which code LuaJIT generated --
+  and the chip check of all of it is clean.
 
 The trace calls a VM helper on every iteration, so it leaves its JIT region
-and enters it again each time: --jit-converge counts across those entries
-(before it did, this script timed out after 300 s per model).
+and enters it again each time (two injected syscalls an entry, and
+--jit-converge counts per entry: docs/EXEC.md): 2,000 iterations keep it
+to seconds, and LuaJIT compiles the loop after 56.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from doubles.sdematrix_cli import SHIPPED_MATRIX, read_models, run_cli, skip_unl
 SCRIPT = """\
 local bit = require("bit")
 local s, f = 0, 0
-for i = 1, 300000 do
+for i = 1, 2000 do
   s = bit.bxor(s, bit.lshift(i, i % 7), bit.rshift(i, i % 5))
   f = f + math.floor(i / 3.5)
 end
@@ -67,7 +68,7 @@ def test_luajit_generates_code_for_the_model(tmp_path: Path, mode: str) -> None:
     out = tmp_path / "out"
     p = run_cli(
         "exec", "--cpu", ",".join(models), "--cpuid-mode", mode, "--jobs", "2",
-        "--jit-converge", "100000", "--out", str(out), "--", "luajit", str(script),
+        "--out", str(out), "--", "luajit", str(script),
         timeout=600,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
@@ -81,4 +82,4 @@ def test_luajit_generates_code_for_the_model(tmp_path: Path, mode: str) -> None:
         assert has <= flags and not lacks & flags, (model, lines[1])
         isa = _trace_isa(json.loads((out / model / "mix.json").read_text()))
         assert isa_has <= isa and not isa_lacks & isa, (model, isa)
-        assert r["meta"]["jit_steps"] > 1000 and r["meta"]["jit_unchecked"] == 1, r["meta"]
+        assert r["meta"]["jit_steps"] > 1000 and r["meta"]["jit_unchecked"] == 0, r["meta"]

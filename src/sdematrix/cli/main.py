@@ -785,11 +785,10 @@ def _add_exec(sub: argparse._SubParsersAction[_Parser]) -> None:
         type=options.nonnegative_int,
         default=0,
         metavar="N",
-        help="JIT code (V8, a JVM, LuaJIT): a thread that has stepped N instructions in a "
-        "row in one JIT region without meeting a new one (counted across its calls out of "
-        "the region and back) runs on natively there, and that region stays unchecked "
-        "until the program maps or protects it again (default 0: step JIT code for as "
-        "long as it runs; exact, at single-step speed)",
+        help="JIT code (V8, a JVM): a thread that has stepped N instructions in a row in "
+        "one JIT region without meeting a new one runs on natively there, and that region "
+        "stays unchecked until the program maps or protects it again (default 0: step "
+        "JIT code for as long as it runs; exact, at single-step speed)",
     )
     x.add_argument(
         "--print-command",

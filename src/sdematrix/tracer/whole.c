@@ -587,9 +587,7 @@ struct jthr {             /* a thread: its syscall in progress, its stepping */
     pid_t tid;
     int space;
     int reg;              /* region it steps in, -1: none */
-    int last_reg;         /* region it stepped in last, -1: none yet */
-    uint64_t repeats;     /* JIT steps in a row that recorded nothing new, in
-                             last_reg, across the thread's entries into it */
+    uint64_t repeats;     /* steps in a row that recorded nothing new */
     uint64_t nr, a0, a1, a2, a3;
     bool strip;           /* PROT_EXEC was taken out of this syscall */
 };
@@ -616,7 +614,7 @@ static struct jthr *jthr_of(pid_t tid, bool make)
     if (!make)
         return NULL;
     jthrs = wrealloc(jthrs, (njthrs + 1) * sizeof *jthrs);
-    jthrs[njthrs] = (struct jthr){.tid = tid, .reg = -1, .last_reg = -1, .nr = (uint64_t)-1};
+    jthrs[njthrs] = (struct jthr){.tid = tid, .reg = -1, .nr = (uint64_t)-1};
     return &jthrs[njthrs++];
 }
 
@@ -927,11 +925,7 @@ int whole_jit_enter(int space, pid_t tid, uint64_t rip, bool fetch)
     jregs[k].enabled = true;
     jregs[k].users++;
     j->reg = k;
-    /* JIT code that calls into an image on every iteration (a runtime
-     * helper) enters its region again each time: the count goes on */
-    if (k != j->last_reg)
-        j->repeats = 0;
-    j->last_reg = k;
+    j->repeats = 0;
     n_jit_entries++;
     return 1;
 }
@@ -949,7 +943,7 @@ int whole_jit_visit(int space, pid_t tid, uint64_t rip, bool record)
     }
     if (k != j->reg) {
         jreg_release(j);
-        j->reg = j->last_reg = k;
+        j->reg = k;
         jregs[k].users++;
     }
     if (!record)

@@ -61,8 +61,8 @@ int whole_jit_enter(int space, pid_t tid, uint64_t rip, bool fetch);
 /* the thread steps in JIT code */
 bool whole_jit_active(pid_t tid);
 /* --jit-converge N (0, the default: never): a thread that has stepped N
- * instructions in a row in one JIT region without meeting one not recorded
- * before (counted across its entries into that region) stops stepping, and the region stays executable, unchecked, until the
+ * instructions in a row in JIT code without meeting one not recorded before
+ * stops stepping, and the region stays executable, unchecked, until the
  * program maps or protects it again (see whole.c) */
 void whole_jit_set_converge(uint64_t n);
 /* a stop of a JIT-stepping thread at rip: 0 it left JIT code (stepping

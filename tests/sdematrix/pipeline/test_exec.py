@@ -1006,65 +1006,6 @@ def test_jit_converge_trades_exactness_for_speed_and_says_so(tmp_path: Path) -> 
     assert again["meta"]["jit_unchecked"] == 1, again["meta"]
 
 
-JIT_CALLS_OUT_C = r"""
-#define _GNU_SOURCE
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include "jit_page.h"
-/* JIT code that calls a C function (a runtime helper, as LuaJIT's traces
- * and HotSpot's compiled code do) on every one of argv[1] iterations: each
- * call leaves the JIT region for an image and comes back into it. */
-static unsigned char loop[] = {
-    0x53,                                           /* push rbx */
-    0x89, 0xfb,                                     /* mov ebx, edi */
-    0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0,             /* L: mov rax, helper */
-    0xff, 0xd0,                                     /* call rax */
-    0xff, 0xcb,                                     /* dec ebx */
-    0x75, 0xf0,                                     /* jnz L */
-    0x5b,                                           /* pop rbx */
-    0xc3};                                          /* ret */
-static volatile int calls;
-__attribute__((noinline)) void helper(void) { calls++; }
-int main(int argc, char **argv)
-{
-    uint64_t fn = (uint64_t)(uintptr_t)helper;
-    memcpy(loop + 5, &fn, sizeof fn);
-    unsigned char *p = jit_page(loop, sizeof loop);
-    if (!p || argc < 2)
-        return 3;
-    ((void (*)(int))p)(atoi(argv[1]));
-    printf("calls %d\n", calls);
-    return 0;
-}
-"""
-
-
-@needs_ptrace
-@needs("gcc")
-def test_jit_converge_counts_across_calls_out_of_the_region(tmp_path: Path) -> None:
-    """JIT code that calls into an image on every iteration leaves its
-    region and enters it again each time.  --jit-converge counted only the
-    steps since the last entry, so such a loop never converged: 20,000
-    entries (two injected mprotects each) for 20,000 iterations, as LuaJIT
-    runs math in a trace (a 300,000-iteration script timed out after 300 s
-    per model).  The count now goes on across the thread's entries into the
-    same region: converged after 2,000 steps, about 500 iterations."""
-    exe = build_c(tmp_path, "jit_calls", JIT_CALLS_OUT_C)
-    out = tmp_path / "out"
-    p = sdematrix(
-        "exec", "--cpu", "hsw", "--jit-converge", "2000", "--out", str(out), "--",
-        str(exe), "20000",
-    )  # fmt: skip
-    assert p.returncode == 0, p.stderr
-    assert (out / "hsw" / "stdout").read_text() == "calls 20000\n"
-    meta = read_models(out)["hsw"]["meta"]
-    assert meta["jit_unchecked"] == 1 and meta["jit_entries"] < 1000, meta
-    assert "JIT: 1 region(s) ran on unchecked after converging (--jit-converge)" in p.stderr
-
-
 @needs_ptrace
 def test_children_and_signal_handlers(tmp_path: Path) -> None:
     """A shell pipeline: the shell forks, the children exec ls and wc (images
