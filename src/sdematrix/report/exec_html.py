@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import os
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,9 +76,8 @@ def _override_lines(data: dict[str, Any]) -> list[str]:
     """The environment's CPU-dispatch overrides (results.json's
     ``dispatch_overrides``), one line each: the reason a violation may have
     outside the program's dispatcher."""
-    fields = ("variable", "value", "library", "effect")
     return [
-        Override(*(str(o.get(f, "")) for f in fields)).note()
+        Override(*(str(o.get(f.name, "")) for f in fields(Override))).note()
         for o in data.get("dispatch_overrides") or []
         if isinstance(o, dict)  # a results file read back is input like any other
     ]

@@ -627,10 +627,25 @@ static int jreg_at(int space, uint64_t addr)
     return -1;
 }
 
+/* a new (closed) JIT region, counted in whole_jit_regions */
 static void jreg_add(int space, uint64_t lo, uint64_t hi, uint64_t prot)
 {
     jregs = wrealloc(jregs, (njregs + 1) * sizeof *jregs);
     jregs[njregs++] = (struct jreg){space, true, false, false, 0, lo, hi, prot};
+    n_jit_regions++;
+}
+
+/* a region's protection while it is closed: not executable, readable (an
+ * executable x86 page is readable anyway) */
+static uint64_t closed_prot(uint64_t prot)
+{
+    return (prot & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ;
+}
+
+/* a syscall's length argument in whole pages, as the kernel takes it */
+static uint64_t page_up(uint64_t len)
+{
+    return (len + 4095) & ~(uint64_t)4095;
 }
 
 /* [lo, hi) of `space` is no longer a JIT region (unmapped, remapped, made
@@ -715,7 +730,7 @@ void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, ui
     struct user_regs_struct r;
     if (ptrace(PTRACE_GETREGS, tid, NULL, &r))
         return;
-    r.rdx = (args[2] & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ;
+    r.rdx = closed_prot(args[2]);
     if (ptrace(PTRACE_SETREGS, tid, NULL, &r) == 0)
         j->strip = true;
 }
@@ -743,8 +758,7 @@ static bool inject_mprotect(int space, pid_t tid, uint64_t lo, uint64_t len, uin
  * moved executable: the new range is closed like any other. */
 static bool jreg_remapped(int space, pid_t tid, const struct jthr *j, uint64_t new_lo)
 {
-    uint64_t old_len = (j->a1 + 4095) & ~(uint64_t)4095;
-    uint64_t new_len = (j->a2 + 4095) & ~(uint64_t)4095;
+    uint64_t old_len = page_up(j->a1), new_len = page_up(j->a2);
     int k = jreg_at(space, j->a0);
     bool moved = k >= 0;
     uint64_t prot = moved ? jregs[k].prot : 0;
@@ -755,9 +769,8 @@ static bool jreg_remapped(int space, pid_t tid, const struct jthr *j, uint64_t n
     if (!moved)
         return false;
     if (open)
-        inject_mprotect(space, tid, new_lo, new_len, (prot & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ);
+        inject_mprotect(space, tid, new_lo, new_len, closed_prot(prot));
     jreg_add(space, new_lo, new_lo + new_len, prot);
-    n_jit_regions++;
     return true;
 }
 
@@ -776,11 +789,10 @@ bool whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error)
     if (nr == NR_MREMAP)
         return jreg_remapped(space, tid, j, (uint64_t)rval);
     uint64_t lo = nr == NR_MMAP ? (uint64_t)rval : j->a0;
-    uint64_t len = (j->a1 + 4095) & ~(uint64_t)4095;
+    uint64_t len = page_up(j->a1);
     jreg_remove(space, lo, lo + len);
     if (j->strip) {
         jreg_add(space, lo, lo + len, j->a2);
-        n_jit_regions++;
     }
     return false;
 }
@@ -870,11 +882,10 @@ static bool jit_take(int space, pid_t pid, uint64_t lo, uint64_t hi, const char 
             jregs[i].lo < hi && lo < jregs[i].hi)
             return true;
     uint64_t prot = (perms[0] == 'r' ? W_PROT_READ : 0) | (perms[1] == 'w' ? 0x2 : 0) | W_PROT_EXEC;
-    if (!inject_mprotect(space, pid, lo, hi - lo, (prot & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ))
+    if (!inject_mprotect(space, pid, lo, hi - lo, closed_prot(prot)))
         return false;
     jreg_remove(space, lo, hi);
     jreg_add(space, lo, hi, prot);
-    n_jit_regions++;
     return true;
 }
 
@@ -886,8 +897,7 @@ static void jreg_release(struct jthr *j)
     j->reg = -1;
     if (--r->users > 0 || !r->live || !r->enabled || r->unchecked)
         return;
-    if (inject_mprotect(r->space, j->tid, r->lo, r->hi - r->lo,
-                        (r->prot & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ))
+    if (inject_mprotect(r->space, j->tid, r->lo, r->hi - r->lo, closed_prot(r->prot)))
         r->enabled = false;
     else
         n_jit_fail++;
