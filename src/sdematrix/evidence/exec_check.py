@@ -28,7 +28,7 @@ import iced_x86 as iced
 from ..backends.base import Violation
 from ..spec.models import CpuModel
 from .mix import Mix
-from .mix_build import MAX_VIOLATIONS, Located, build_checked_mix
+from .mix_build import MAX_VIOLATIONS, Locate, Located, build_checked_mix
 from .symbols import Location
 
 __all__ = ["Recorded", "whole_checked_mix"]
@@ -58,27 +58,34 @@ def _lengths(items: Sequence[Recorded]) -> list[int]:
 
 
 def _locations(
-    items: Sequence[Recorded], locate_in: Callable[[int], Callable[[int], Location]]
-) -> dict[tuple[int, int], Location]:
-    """(space, address) -> Location, one symbol lookup per function range."""
-    out: dict[tuple[int, int], Location] = {}
-    keys = sorted({(s, a) for s, a, _c, _n in items})
+    items: Sequence[Recorded], locate_in: Callable[[int], Locate]
+) -> dict[tuple[int, int, bytes], Location]:
+    """(space, address, bytes) -> Location, one symbol lookup per function
+    range (a range that overlapping maps share is looked up per address)."""
+    out: dict[tuple[int, int, bytes], Location] = {}
+    keys = sorted({(s, a, c) for s, a, c, _n in items})
     cur_space, cur = -1, None
-    locate: Callable[[int], Location] | None = None
-    for s, a in keys:
+    locate: Locate | None = None
+    for s, a, c in keys:
         if s != cur_space:
             cur_space, cur, locate = s, None, locate_in(s)
-        if cur is None or cur.lo is None or cur.hi is None or not cur.lo <= a < cur.hi:
+        if (
+            cur is None
+            or cur.shared
+            or cur.lo is None
+            or cur.hi is None
+            or not cur.lo <= a < cur.hi
+        ):
             assert locate is not None
-            cur = locate(a)
-        out[(s, a)] = cur
+            cur = locate(a, c)
+        out[(s, a, c)] = cur
     return out
 
 
 def whole_checked_mix(
     source: str,
     items: Sequence[Recorded],
-    locate_in: Callable[[int], Callable[[int], Location]],
+    locate_in: Callable[[int], Locate],
     model: CpuModel | None,
     limit: int = MAX_VIOLATIONS,
     isa_in_reason: bool = False,
@@ -97,21 +104,22 @@ def whole_checked_mix(
     return mix, violations, len(located)
 
 
-def _cut(
-    items: Sequence[Recorded], locate_in: Callable[[int], Callable[[int], Location]]
-) -> list[Located]:
+def _cut(items: Sequence[Recorded], locate_in: Callable[[int], Locate]) -> list[Located]:
     """The records cut to their instruction and named, one per (space,
-    address, instruction): the tracer records JIT code once per window of
-    bytes at an address, so an instruction whose following bytes changed
-    comes twice and is kept once, while new code at an address is kept."""
+    address, instruction, image): the tracer records JIT code once per window
+    of bytes at an address, so an instruction whose following bytes changed
+    comes twice and is kept once, while new code at an address is kept, and
+    so is the same instruction of an image loaded where an unloaded one ran
+    (its own record, named by its own bytes: symbols.Symbolizer)."""
     lengths = _lengths(items)
     locs = _locations(items, locate_in)
     out: list[Located] = []
-    kept: set[tuple[int, int, bytes]] = set()
+    kept: set[tuple[int, int, bytes, str]] = set()
     for (s, a, code, n), ln in zip(items, lengths, strict=True):
         cut = code[:ln] if ln else code[:_MAXLEN]
-        if (s, a, cut) in kept:
+        loc = locs[(s, a, code)]
+        if (s, a, cut, loc.image) in kept:
             continue
-        kept.add((s, a, cut))
-        out.append((a, cut, n, locs[(s, a)]))
+        kept.add((s, a, cut, loc.image))
+        out.append((a, cut, n, loc))
     return out

@@ -53,7 +53,9 @@ __all__ = [
 # the model everywhere needs no more than this many lines to say so.
 MAX_VIOLATIONS = 200
 
-Locate = Callable[[int], Location]
+# (address, the instruction's bytes) -> where it ran; the bytes decide where
+# a maps union has two images at the address (symbols.Symbolizer)
+Locate = Callable[[int, bytes], Location]
 # One distinct executed instruction, named: (address, bytes, executions, location)
 Located = tuple[int, bytes, int, Location]
 
@@ -169,7 +171,7 @@ def build_checked_mix(
 
 def _located(executed: Iterable[Executed]) -> Iterator[Located]:
     for ex in executed:
-        yield ex.address, ex.code, ex.count, ex.locate(ex.address)
+        yield ex.address, ex.code, ex.count, ex.locate(ex.address, ex.code)
 
 
 def mix_from_executed(
@@ -234,12 +236,17 @@ def zero_source_as_bsf(
     if model is None:
         return out
     for space, addr, n in zeros:
-        if not any(
-            (lf := legacy_form(decode(code, addr), model)) is not None and lf.new == "TZCNT"
-            for code in codes_at(space, addr)
-        ):
+        code = next(
+            (
+                code
+                for code in codes_at(space, addr)
+                if (lf := legacy_form(decode(code, addr), model)) is not None and lf.new == "TZCNT"
+            ),
+            None,
+        )
+        if code is None:
             continue
-        loc = locate_in(space)(addr)
+        loc = locate_in(space)(addr, code)
         out.append({"function": loc.function, "image": loc.image, "address": addr, "executions": n})
     return out
 

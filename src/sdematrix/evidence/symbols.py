@@ -3,6 +3,14 @@ the images' ELF symbol tables (pyelftools).
 
 Used by the ptrace and QEMU backends to attribute executed instructions.  Each
 ELF file is read once per process (cached on path, size and mtime).
+
+The ptrace tracer hands over a union of the maps it read during the run
+(tracer.c: merge_maps), not one snapshot: an image unloaded with dlclose
+keeps its lines, and the image loaded after it at the same address (ld.so
+reuses the gap) has lines over the same range.  An address there has two
+candidate mappings; the instruction's own bytes decide (the file whose bytes
+at that offset begin with the longest run of them), then an executable line
+over a non-executable one, then the later line.
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ import bisect
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import BinaryIO
 
@@ -45,10 +53,18 @@ class Location:
     function: str  # symbol name, or "image+0xOFF" when no symbol covers it
     lo: int | None = None  # run-time range of the function, when known
     hi: int | None = None
+    # [lo, hi) meets a range that more than one mapping of the union covers:
+    # the Location holds for its own address only, not for its whole range
+    shared: bool = False
 
 
 def parse_maps(text: str) -> list[Mapping]:
-    """Parse /proc/PID/maps lines (malformed lines are skipped)."""
+    """Parse /proc/PID/maps lines (malformed lines are skipped), sorted by
+    start address (lines with the same start keep their order)."""
+    return sorted(_maps_in_order(text), key=lambda m: m.lo)
+
+
+def _maps_in_order(text: str) -> list[Mapping]:
     out: list[Mapping] = []
     for line in text.splitlines():
         parts = line.split(None, 5)
@@ -61,8 +77,21 @@ def parse_maps(text: str) -> list[Mapping]:
             continue
         path = parts[5].strip() if len(parts) > 5 else ""
         out.append(Mapping(lo, hi, parts[1], off, path))
-    out.sort(key=lambda m: m.lo)
     return out
+
+
+def _file_prefix(path: str, offset: int, code: bytes) -> int:
+    """How many leading bytes of `code` the file `path` holds at `offset`."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            have = fh.read(len(code))
+    except OSError:
+        return 0
+    n = 0
+    while n < len(have) and have[n] == code[n]:
+        n += 1
+    return n
 
 
 @dataclass
@@ -199,29 +228,83 @@ def load_image(path: str) -> ElfImage | None:
 
 
 class Symbolizer:
-    """Resolves addresses of one address space (one maps snapshot)."""
+    """Resolves addresses of one address space: one maps snapshot, or the
+    tracer's union of several (see the module doc for overlapping lines)."""
 
     def __init__(self, maps: list[Mapping] | str) -> None:
-        self.maps = parse_maps(maps) if isinstance(maps, str) else sorted(maps, key=lambda m: m.lo)
+        ordered = _maps_in_order(maps) if isinstance(maps, str) else list(maps)
+        # (start, union order) sorted: the later of two lines is the newer
+        by_lo = sorted(range(len(ordered)), key=lambda i: (ordered[i].lo, i))
+        self.maps = [ordered[i] for i in by_lo]
+        self._rank = by_lo
         self._los = [m.lo for m in self.maps]
-        self._cache: dict[int, Location] = {}
+        # _reach[i]: the highest end of maps[0..i], so a backward walk from
+        # the last line starting at or below an address can stop early
+        self._reach: list[int] = []
+        # the ranges two or more lines cover, merged and sorted
+        self._shared: list[tuple[int, int]] = []
+        reach = 0
+        for m in self.maps:
+            if m.lo < reach:
+                lo, hi = m.lo, min(m.hi, reach)
+                if self._shared and lo <= self._shared[-1][1]:
+                    prev = self._shared[-1]
+                    self._shared[-1] = (prev[0], max(prev[1], hi))
+                else:
+                    self._shared.append((lo, hi))
+            reach = max(reach, m.hi)
+            self._reach.append(reach)
+        self._cache: dict[int | tuple[int, bytes], Location] = {}
         self._images: dict[str, ElfImage | None] = {}  # path -> image, read once
 
-    def mapping_at(self, addr: int) -> Mapping | None:
+    def _containing(self, addr: int) -> list[int]:
         i = bisect.bisect_right(self._los, addr) - 1
-        if i >= 0 and self.maps[i].lo <= addr < self.maps[i].hi:
-            return self.maps[i]
-        return None
+        out = []
+        while i >= 0 and self._reach[i] > addr:
+            if addr < self.maps[i].hi:
+                out.append(i)
+            i -= 1
+        return out
 
-    def locate(self, addr: int) -> Location:
-        loc = self._cache.get(addr)
+    def overlapped(self, lo: int, hi: int) -> bool:
+        """True when an address in [lo, hi) lies in more than one line."""
+        i = bisect.bisect_right(self._shared, (hi,)) - 1
+        return i >= 0 and self._shared[i][1] > lo
+
+    def mapping_at(self, addr: int, code: bytes = b"") -> Mapping | None:
+        """The mapping `addr` lies in; where lines of the union overlap, the
+        one the instruction `code` (its bytes, when known) came from: see
+        the module doc."""
+        found = self._containing(addr)
+        if len(found) <= 1:
+            return self.maps[found[0]] if found else None
+
+        def score(i: int) -> tuple[int, bool, int]:
+            m = self.maps[i]
+            same = (
+                _file_prefix(m.path, m.offset + (addr - m.lo), code)
+                if code and m.path.startswith("/")
+                else 0
+            )
+            return same, "x" in m.perms, self._rank[i]
+
+        return self.maps[max(found, key=score)]
+
+    def locate(self, addr: int, code: bytes = b"") -> Location:
+        """The image and function of the instruction at `addr` (`code`: its
+        bytes, which decide between overlapping lines of a maps union)."""
+        key: int | tuple[int, bytes] = (addr, code) if self.overlapped(addr, addr + 1) else addr
+        loc = self._cache.get(key)
         if loc is None:
-            loc = self._locate(addr)
-            self._cache[addr] = loc
+            loc = self._locate(addr, code)
+            lo = addr if loc.lo is None else loc.lo
+            if self.overlapped(lo, addr + 1 if loc.hi is None else loc.hi):
+                loc = replace(loc, shared=True)
+            self._cache[key] = loc
         return loc
 
-    def _locate(self, addr: int) -> Location:
-        m = self.mapping_at(addr)
+    def _locate(self, addr: int, code: bytes) -> Location:
+        m = self.mapping_at(addr, code)
         if m is None:
             return Location("?", f"?+{addr:#x}")
         if not m.path.startswith("/"):

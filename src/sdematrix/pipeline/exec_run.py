@@ -54,7 +54,13 @@ from ..errors import SdeMatrixError
 from ..evidence.exec_check import whole_checked_mix
 from ..evidence.insn_bounds import bounds_file, fde_ranges
 from ..evidence.mix import Mix
-from ..evidence.mix_build import Executed, as_bsf_meta, mix_from_executed, zero_source_as_bsf
+from ..evidence.mix_build import (
+    Executed,
+    Locate,
+    as_bsf_meta,
+    mix_from_executed,
+    zero_source_as_bsf,
+)
 from ..evidence.symbols import Location, Symbolizer, load_image
 from ..spec.choices import DEFAULT_TIMEOUT
 from ..spec.models import CpuModel
@@ -289,16 +295,16 @@ def _trace_once(plan: ExecPlan, model: CpuModel, work: Path) -> tuple[TracerOutp
     return traced, stdout, stderr
 
 
-Locator = Callable[[int], Callable[[int], Location]]
+Locator = Callable[[int], Locate]
 
 
 def _locator(traced: TracerOutput) -> Locator:
     """Address space -> its symboliser (:func:`unwind_named`), made once each."""
     symbolizers = {sid: Symbolizer(text) for sid, text in traced.maps.items()}
     empty = Symbolizer("")
-    locators: dict[int, Callable[[int], Location]] = {}
+    locators: dict[int, Locate] = {}
 
-    def locate_in(space: int) -> Callable[[int], Location]:
+    def locate_in(space: int) -> Locate:
         if space not in locators:
             locators[space] = unwind_named(symbolizers.get(space, empty))
         return locators[space]
@@ -397,7 +403,7 @@ def _host_sigill(traced: TracerOutput, model: CpuModel, locate_in: Locator) -> s
     if traced.exit_kind != "signal" or traced.exit_value != signal.SIGILL or not traced.sigill:
         return None
     space, addr, code = traced.sigill
-    loc = locate_in(space)(addr)
+    loc = locate_in(space)(addr, code)
     return sigill_reason(model, code, f"{loc.function} in {loc.image} at {addr:#x}")
 
 
@@ -430,7 +436,7 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
     return res
 
 
-def unwind_named(sym: Symbolizer) -> Callable[[int], Location]:
+def unwind_named(sym: Symbolizer) -> Locate:
     """`sym.locate`, except that an address no symbol covers is named by the
     function its image's unwind table (.eh_frame FDE) puts it in,
     ``image+0xSTART`` with that range, instead of by its own address: the
@@ -438,11 +444,11 @@ def unwind_named(sym: Symbolizer) -> Callable[[int], Location]:
     gcm_ghash_*) then appear as one function each in the mix."""
     cache: dict[str, tuple[list[int], tuple[tuple[int, int], ...]]] = {}
 
-    def locate(addr: int) -> Location:
-        loc = sym.locate(addr)
+    def locate(addr: int, code: bytes = b"") -> Location:
+        loc = sym.locate(addr, code)
         if loc.lo is not None or not loc.image.startswith("/"):
             return loc
-        m = sym.mapping_at(addr)
+        m = sym.mapping_at(addr, code)
         img = load_image(loc.image)
         if m is None or img is None:
             return loc
@@ -459,7 +465,7 @@ def unwind_named(sym: Symbolizer) -> Callable[[int], Location]:
         lo, hi = ranges[i]
         bias = addr - vaddr
         name = f"{os.path.basename(loc.image)}+{lo:#x}"
-        return Location(loc.image, name, lo + bias, hi + bias)
+        return Location(loc.image, name, lo + bias, hi + bias, sym.overlapped(lo + bias, hi + bias))
 
     return locate
 

@@ -35,7 +35,7 @@ BSF = bytes.fromhex("0fbcf0")  # bsf esi, eax
 WBNOINVD = bytes.fromhex("f30f09")
 
 
-def _loc(addr: int) -> Location:
+def _loc(addr: int, code: bytes = b"") -> Location:
     return Location("img", "fn", 0x1000, 0x2000)
 
 

@@ -17,7 +17,7 @@ RET = bytes.fromhex("c3")
 
 
 def _space(functions: dict[int, Location]):
-    def locate(addr: int) -> Location:
+    def locate(addr: int, code: bytes = b"") -> Location:
         return functions.get(addr, Location("?", f"?+{addr:#x}"))
 
     return locate

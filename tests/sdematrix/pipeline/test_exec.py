@@ -356,6 +356,78 @@ def test_baseline_build_chip_check(tmp_path: Path) -> None:
     assert "chip check clean" in good.stderr
 
 
+DLCLOSE_C = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+/* dlopen the AVX2 plugin, call its fa, dlclose it; then dlopen the SSE2
+ * plugin, which ld.so maps into the gap the first left, and call its fb:
+ * both functions ran at the same address */
+int main(int argc, char **argv)
+{
+    void *h = argc > 2 ? dlopen(argv[1], RTLD_NOW) : 0;
+    int (*fa)(int) = h ? (int (*)(int))dlsym(h, "fa") : 0;
+    if (!fa)
+        return 3;
+    int ra = fa(3);
+    dlclose(h);
+    h = dlopen(argv[2], RTLD_NOW);
+    int (*fb)(int) = h ? (int (*)(int))dlsym(h, "fb") : 0;
+    if (!fb)
+        return 4;
+    printf("%d %d %s\n", ra, fb(3), (void *)fa == (void *)fb ? "same address" : "apart");
+    return 0;
+}
+"""
+# FN(x): x into xmm0, then BODY, then xmm0's low dword back (AT&T, %% for %)
+PLUGIN_C = r"""
+int FN(int x)
+{
+    int r;
+    __asm__ volatile("movd %1, %%xmm0\n\t" BODY "\n\tmovd %%xmm0, %0" : "=r"(r) : "r"(x) : "xmm0");
+    return r;
+}
+"""
+PLUGINS = {
+    "avx2plug": ("fa", r'"vpbroadcastd %%xmm0, %%ymm0\n\tvpaddd %%ymm0, %%ymm0, %%ymm0"'),
+    "sse2plug": ("fb", r'"paddd %%xmm0, %%xmm0\n\tpaddd %%xmm0, %%xmm0"'),
+}
+
+
+@needs_ptrace
+@needs("gcc")
+def test_an_image_unloaded_and_one_loaded_in_its_place_keep_their_own_names(
+    tmp_path: Path,
+) -> None:
+    """A plugin that runs AVX2 and is dlclose'd, then one that runs SSE2 at
+    the same addresses: the tracer's maps union holds both, and each
+    instruction is named by the image whose bytes it is (before, both were
+    the second's: nhm blamed the SSE2 plugin's fb for the first's VPADDD)."""
+    plugins = []
+    for name, (fn, body) in PLUGINS.items():
+        src = tmp_path / f"{name}.c"
+        src.write_text(PLUGIN_C.replace("FN", fn).replace("BODY", body))
+        plugins.append(str(tmp_path / f"{name}.so"))
+        subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", plugins[-1], str(src)], check=True)
+    exe = build_c(tmp_path, "dlclose", DLCLOSE_C, "-ldl")
+    native = subprocess.run([str(exe), *plugins], capture_output=True, text=True, check=True).stdout
+    assert native == "6 12 same address\n"
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), *plugins)
+    assert (out / "hsw" / "stdout").read_text() == native
+    assert (out / "nhm" / "stdout").read_text() == native
+    blamed = [ln for ln in p.stderr.splitlines() if "chip check (nhm)" in ln]
+    assert p.returncode == 1 and blamed, p.stderr
+    assert all(" fa in avx2plug.so at " in ln for ln in blamed), blamed
+    assert any("VPADDD" in ln for ln in blamed), blamed
+    assert "hsw      PASS" in p.stderr, p.stderr
+    fns = {
+        (f["name"], os.path.basename(f["image"])): f["by_mnemonic"]
+        for f in mix(out, "hsw")["functions"]
+    }
+    assert fns[("fa", "avx2plug.so")] == {"MOVD": 2, "VPBROADCASTD": 1, "VPADDD": 1, "RET": 1}
+    assert fns[("fb", "sse2plug.so")] == {"MOVD": 2, "PADDD": 2, "RET": 1}
+
+
 JIT_C = r"""
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -381,7 +381,7 @@ def _host_sigill(traced: TracerOutput, model: CpuModel) -> str | None:
     from ..host_isa import sigill_reason
 
     space, addr, code = traced.sigill
-    loc = Symbolizer(traced.maps.get(space, "")).locate(addr)
+    loc = Symbolizer(traced.maps.get(space, "")).locate(addr, code)
     return sigill_reason(model, code, f"{loc.function} in {loc.image} at {addr:#x}")
 
 

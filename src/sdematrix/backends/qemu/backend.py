@@ -35,7 +35,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +45,7 @@ from elftools.elf.elffile import ELFFile
 from ...errors import MixFileError
 from ...evidence.decode import chip_check, decode
 from ...evidence.mix import Mix
-from ...evidence.mix_build import Executed, checked_mix
+from ...evidence.mix_build import Executed, Locate, checked_mix
 from ...evidence.symbols import Location, Symbolizer, load_image
 from ...qemu_plugin import (
     LastRecord,
@@ -618,13 +618,13 @@ def _elf_bytes(path: str, addr: int, start_code: int, n: int = 15) -> bytes | No
         return None
 
 
-def _plugin_locator(run: PluginOutput) -> Callable[[int], Location]:
+def _plugin_locator(run: PluginOutput) -> Locate:
     """Name an address of one guest process: its maps snapshot, else the
     symbol the plugin itself recorded for it."""
     sym = Symbolizer(run.maps)
 
-    def locate(addr: int) -> Location:
-        loc = sym.locate(addr)
+    def locate(addr: int, code: bytes = b"") -> Location:
+        loc = sym.locate(addr, code)
         if loc.image == "?" and run.symbols.get(addr):
             loc = Location("?", run.symbols[addr])
         return loc
