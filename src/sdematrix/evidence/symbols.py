@@ -8,9 +8,10 @@ The ptrace tracer hands over a union of the maps it read during the run
 (tracer.c: merge_maps), not one snapshot: an image unloaded with dlclose
 keeps its lines, and the image loaded after it at the same address (ld.so
 reuses the gap) has lines over the same range.  An address there has two
-candidate mappings; the instruction's own bytes decide (the file whose bytes
-at that offset begin with the longest run of them), then an executable line
-over a non-executable one, then the later line.
+candidate mappings: the file that holds the instruction's recorded bytes at
+that offset names it, else the later line (code that no file holds: JIT
+code written where a dlclose'd library was, whose line the tracer itself may
+have made non-executable).
 """
 
 from __future__ import annotations
@@ -80,18 +81,14 @@ def _maps_in_order(text: str) -> list[Mapping]:
     return out
 
 
-def _file_prefix(path: str, offset: int, code: bytes) -> int:
-    """How many leading bytes of `code` the file `path` holds at `offset`."""
+def _file_holds(path: str, offset: int, code: bytes) -> bool:
+    """True when the file `path` holds `code` at `offset`."""
     try:
         with open(path, "rb") as fh:
             fh.seek(offset)
-            have = fh.read(len(code))
+            return fh.read(len(code)) == code
     except OSError:
-        return 0
-    n = 0
-    while n < len(have) and have[n] == code[n]:
-        n += 1
-    return n
+        return False
 
 
 @dataclass
@@ -279,14 +276,10 @@ class Symbolizer:
         if len(found) <= 1:
             return self.maps[found[0]] if found else None
 
-        def score(i: int) -> tuple[int, bool, int]:
+        def score(i: int) -> tuple[bool, int]:
             m = self.maps[i]
-            same = (
-                _file_prefix(m.path, m.offset + (addr - m.lo), code)
-                if code and m.path.startswith("/")
-                else 0
-            )
-            return same, "x" in m.perms, self._rank[i]
+            holds = bool(code) and m.path.startswith("/")
+            return holds and _file_holds(m.path, m.offset + (addr - m.lo), code), self._rank[i]
 
         return self.maps[max(found, key=score)]
 

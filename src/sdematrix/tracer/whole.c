@@ -361,6 +361,37 @@ void whole_arm(int space, pid_t pid)
         n_anon_exec = anon;
 }
 
+/* [lo, hi) no longer holds what the mappings recorded there held (munmap,
+ * an mmap placed there, mremap): drop those parts.  A stale mapping would
+ * name later code there by the unloaded image's bytes: JIT code written
+ * where a dlclose'd library's text was, at one of its instruction starts
+ * already seen, was taken for that instruction and never recorded. */
+static void wmaps_cut(int space, uint64_t lo, uint64_t hi)
+{
+    if ((size_t)space >= nwspaces || hi <= lo)
+        return;
+    struct wspace *s = &wspaces[space];
+    for (size_t i = 0; i < s->nmaps;) {
+        struct wmap m = s->maps[i];
+        if (m.hi <= lo || hi <= m.lo) {
+            i++;
+            continue;
+        }
+        s->maps[i] = s->maps[--s->nmaps]; /* order does not matter */
+        struct wmap parts[2];
+        size_t n = 0;
+        if (m.lo < lo)
+            parts[n++] = (struct wmap){m.lo, lo, m.off, m.img};
+        if (hi < m.hi)
+            parts[n++] = (struct wmap){hi, m.hi, m.off + (hi - m.lo), m.img};
+        if (n) {
+            s->maps = wrealloc(s->maps, (s->nmaps + n) * sizeof *s->maps);
+            memcpy(s->maps + s->nmaps, parts, n * sizeof *parts);
+            s->nmaps += n;
+        }
+    }
+}
+
 static struct wmap *map_at(struct wspace *s, uint64_t addr)
 {
     for (size_t i = 0; i < s->nmaps; i++)
@@ -786,10 +817,16 @@ bool whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error)
     if (is_error || (nr != NR_MMAP && nr != NR_MPROTECT && nr != NR_MUNMAP && nr != NR_MREMAP &&
                      nr != NR_PKEY_MPROTECT))
         return false;
-    if (nr == NR_MREMAP)
+    if (nr == NR_MREMAP) {
+        if (!(j->a3 & W_MREMAP_DONTUNMAP))
+            wmaps_cut(space, j->a0, j->a0 + page_up(j->a1));
+        wmaps_cut(space, (uint64_t)rval, (uint64_t)rval + page_up(j->a2));
         return jreg_remapped(space, tid, j, (uint64_t)rval);
+    }
     uint64_t lo = nr == NR_MMAP ? (uint64_t)rval : j->a0;
     uint64_t len = page_up(j->a1);
+    if (nr == NR_MMAP || nr == NR_MUNMAP) /* an image mapped again is armed again */
+        wmaps_cut(space, lo, lo + len);
     jreg_remove(space, lo, lo + len);
     if (j->strip) {
         jreg_add(space, lo, lo + len, j->a2);

@@ -38,35 +38,34 @@ def test_overlapping_lines_are_told_apart_by_the_instructions_bytes(tmp_path: Pa
     at = base + 0x100
     assert sym.locate(at, AVX2).image == first
     assert sym.locate(at, SSE2).image == second
-    # only the bytes past the instruction agree with neither: still decided
-    assert sym.locate(at, AVX2[:4] + b"\xcc").image == first
-    # no bytes (or none that either file holds): the later line
+    # no bytes, or bytes neither file holds (JIT code, a patched byte): the
+    # later line
     assert sym.locate(at).image == second
     assert sym.locate(at, b"\x0f\x0b").image == second
+    assert sym.locate(at, AVX2[:4] + b"\xcc").image == second
     # every Location there says it holds for its own address only
     assert sym.locate(at, AVX2).shared and sym.overlapped(at, at + 1)
     assert not sym.overlapped(base + 0x1000, base + 0x2000)
 
 
-def test_an_executable_line_is_preferred_and_an_earlier_wide_line_is_found(
-    tmp_path: Path,
-) -> None:
+def test_an_earlier_wide_line_is_found_and_bytes_beat_a_later_line(tmp_path: Path) -> None:
     lib = _image(tmp_path, "lib.so", SSE2)
     data = _image(tmp_path, "data.bin", b"")
     base = 0x7F0000000000
-    # lib.so's text, then a data file mapped read-only over its middle page
+    # lib.so's text, then a data file mapped read-only over its second page
     # and a small anonymous line past that: the address 0x3100 lies only in
     # lib.so's line, which starts below two lines that do not hold it
     maps = _line(base, base + 0x4000, "r-xp", 0, lib)
-    maps += _line(base + 0x1000, base + 0x2000, "r--p", 0, data)
+    maps += _line(base + 0x1000, base + 0x2000, "r--p", 0x1000, data)
     maps += _line(base + 0x2000, base + 0x2800, "rw-p", 0, "")
     sym = Symbolizer(maps)
     assert sym.mapping_at(base + 0x3100) is not None
     assert sym.locate(base + 0x3100).image == lib
-    # in the overlap no file holds the bytes: the executable line names it
-    assert sym.locate(base + 0x1100, b"\x90\x90").image == lib
-    assert sym.locate(base + 0x2100, b"\x90").image == lib
     assert not sym.locate(base + 0x3100).shared
+    # in the overlaps: the file that holds the bytes, else the later line
+    assert sym.locate(base + 0x1100, SSE2).image == lib
+    assert sym.locate(base + 0x1100, b"\x90\x90").image == data
+    assert sym.locate(base + 0x2100, b"\x90").image == "[anon]"
 
 
 def test_the_chip_check_names_each_record_by_its_own_image(tmp_path: Path) -> None:

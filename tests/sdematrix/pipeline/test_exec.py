@@ -428,6 +428,64 @@ def test_an_image_unloaded_and_one_loaded_in_its_place_keep_their_own_names(
     assert fns[("fb", "sse2plug.so")] == {"MOVD": 2, "PADDD": 2, "RET": 1}
 
 
+JIT_OVER_UNLOADED_C = r"""
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+/* Run the SSE2 plugin's fb, dlclose the plugin, then map anonymous RWX
+ * memory where its text page was (the address as a hint, as JITs place
+ * their code) and write VPADDD ymm0, ymm0, ymm1; VZEROUPPER; RET at fb's
+ * address, an instruction start that has run already; call it. */
+int main(int argc, char **argv)
+{
+    void *h = argc > 1 ? dlopen(argv[1], RTLD_NOW) : 0;
+    int (*fb)(int) = h ? (int (*)(int))dlsym(h, "fb") : 0;
+    if (!fb)
+        return 3;
+    int rb = fb(3);
+    uintptr_t at = (uintptr_t)fb, page = at & ~(uintptr_t)4095;
+    dlclose(h);
+    unsigned char *p = mmap((void *)page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return 4;
+    static const unsigned char code[] = {0xc5, 0xfd, 0xfe, 0xc1, 0xc5, 0xf8, 0x77, 0xc3};
+    memcpy(p + (at - page), code, sizeof code);
+    ((void (*)(void))(p + (at - page)))();
+    printf("%d %s\n", rb, (uintptr_t)p == page ? "jit where fb was" : "elsewhere");
+    return 0;
+}
+"""
+
+
+@needs_ptrace
+@needs("gcc")
+def test_jit_code_where_an_unloaded_library_ran_is_checked(tmp_path: Path) -> None:
+    """Whole mode forgets a library's mapping once it is unmapped: JIT code
+    written where its text was, at an instruction start that ran, is JIT
+    code (before, it was taken for the library's instruction, already
+    recorded, and nhm passed the program's VPADDD)."""
+    name, (fn, body) = "sse2plug", PLUGINS["sse2plug"]
+    src = tmp_path / f"{name}.c"
+    src.write_text(PLUGIN_C.replace("FN", fn).replace("BODY", body))
+    plugin = str(tmp_path / f"{name}.so")
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", plugin, str(src)], check=True)
+    exe = build_c(tmp_path, "jitover", JIT_OVER_UNLOADED_C, "-ldl")
+    native = subprocess.run([str(exe), plugin], capture_output=True, text=True, check=True)
+    assert native.stdout == "12 jit where fb was\n"
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), plugin)
+    assert (out / "nhm" / "stdout").read_text() == native.stdout
+    blamed = [ln for ln in p.stderr.splitlines() if "chip check (nhm)" in ln]
+    assert p.returncode == 1 and len(blamed) == 2, p.stderr
+    assert "VPADDD [anon]+0x" in blamed[0] and " in [anon] at " in blamed[0], blamed
+    assert "VZEROUPPER" in blamed[1], blamed
+    assert "hsw      PASS" in p.stderr, p.stderr
+    assert mix(out, "hsw")["meta"]["jit_regions"] >= 1
+
+
 JIT_C = r"""
 #define _GNU_SOURCE
 #include <stdio.h>
