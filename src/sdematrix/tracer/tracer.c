@@ -143,13 +143,14 @@ struct thread {
     uint64_t func_ret, func_rsp;
 };
 
-struct rec {           /* per (space, address) execution count */
+struct rec {           /* per (space, address, bytes) execution count */
     uint64_t addr;
     int space;
     uint64_t count;
     uint8_t bytes[15];
     uint8_t len;
     bool used;
+    bool retired;      /* other bytes run at addr since: see rec_at */
 };
 
 /* ---- global state ---------------------------------------------------- */
@@ -509,7 +510,7 @@ static struct rec *rec_lookup(uint64_t addr, int space)
     }
     size_t j = rec_hash(addr, space) & (caprecs - 1);
     while (recs[j].used) {
-        if (recs[j].addr == addr && recs[j].space == space)
+        if (recs[j].addr == addr && recs[j].space == space && !recs[j].retired)
             return &recs[j];
         j = (j + 1) & (caprecs - 1);
     }
@@ -520,24 +521,49 @@ static struct rec *rec_lookup(uint64_t addr, int space)
     return &recs[j];
 }
 
+/* Up to 15 bytes of code at `rip` in t's address space as the program wrote
+ * them: whole mode's and the sites' int3s replaced by the bytes they cover. */
+static uint8_t read_code(struct thread *t, uint64_t rip, uint8_t bytes[15])
+{
+    uint8_t len = (uint8_t)read_mem(t->tid, rip, bytes, 15);
+    size_t fixed = whole_fix_bytes(t->sp->id, rip, bytes, len);
+    if (fixed > len)
+        len = (uint8_t)fixed;
+    for (size_t i = 0; i < len; i++) {
+        struct bp *b = find_bp(t->sp, rip + i);
+        if (b)
+            bytes[i] = b->orig;
+    }
+    return len;
+}
+
 /* The record of the instruction at `rip` in t's address space, its bytes
- * read on first sight (the original bytes, not our int3s).  Code is assumed
- * not to change at an address once executed there (JIT code rewritten in
- * place inside one region would be shown with its first bytes). */
+ * read on first sight.  Code in an image does not change where it ran (an
+ * image loaded where an unloaded one ran is whole mode's first visits).  JIT
+ * code does, with no syscall between in an RWX page (a reused code-cache
+ * slot, a patched call): in an open JIT region (whole mode) the bytes are
+ * read again at every step, and new bytes at an address start a new record;
+ * the old one keeps its count (the reader merges records whose windows
+ * differ only past the instruction). */
 static struct rec *rec_at(struct thread *t, uint64_t rip)
 {
     struct rec *r = rec_lookup(rip, t->sp->id);
     if (r->len == 0) {
-        r->len = (uint8_t)read_mem(t->tid, rip, r->bytes, sizeof r->bytes);
-        size_t fixed = whole_fix_bytes(t->sp->id, rip, r->bytes, r->len);
-        if (fixed > r->len)
-            r->len = (uint8_t)fixed;
-        for (size_t i = 0; i < r->len; i++) {
-            struct bp *b = find_bp(t->sp, rip + i);
-            if (b)
-                r->bytes[i] = b->orig;
-        }
+        r->len = read_code(t, rip, r->bytes);
+        return r;
     }
+    if (!whole_enabled || !whole_jit_active(t->tid))
+        return r;
+    uint8_t now[15];
+    uint8_t n = read_code(t, rip, now);
+    if (n == r->len && !memcmp(now, r->bytes, n))
+        return r;
+    if (r->count) {
+        r->retired = true;
+        r = rec_lookup(rip, t->sp->id); /* a new slot: r may have moved */
+    }
+    memcpy(r->bytes, now, n);
+    r->len = n;
     return r;
 }
 

@@ -838,6 +838,36 @@ def test_jit_code_rewritten_at_an_address_is_checked_again(tmp_path: Path, how: 
         assert (out / m / "stdout").read_text() == "rewritten\n"
 
 
+@needs_ptrace
+@needs("gcc")
+@pytest.mark.parametrize("how", ["rwx", "rx"])
+def test_jit_code_rewritten_inside_a_function_region_is_stepped_as_it_is_now(
+    tmp_path: Path, how: str
+) -> None:
+    """The same program stepped as `--region function:main`: the tracer read
+    an address's bytes once, so the VPADDD written over the PADDD was
+    counted as PADDD and nhm passed.  Now the region's mix counts what ran
+    (the RET's record starts again when the byte after it changes and is
+    merged back: one RET, three executions) and nhm fails."""
+    exe = build_c(tmp_path, "jit_rewrite", JIT_REWRITE_C)
+    out = tmp_path / "out"
+    p = sdematrix(
+        "exec", "--cpu", "nhm,hsw", "--region", "function:main", "--out", str(out),
+        "--", str(exe), how,
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr
+    res = read_models(out)
+    v = res["nhm"]["violations"]
+    assert [(x["mnemonic"], x["image"]) for x in v] == [("VPADDD", "[anon]")], v
+    assert res["hsw"]["status"] == "pass", res["hsw"]["reasons"]
+    anon = {
+        f["name"]: f["by_mnemonic"] for f in mix(out, "hsw")["functions"] if f["image"] == "[anon]"
+    }
+    assert anon == {"[anon]+0x0": {"PADDD": 1, "VPADDD": 2}, "[anon]+0x4": {"RET": 3}}, anon
+    for m in ("nhm", "hsw"):
+        assert (out / m / "stdout").read_text() == "rewritten\n"
+
+
 JIT_FAULT_C = r"""
 #define _GNU_SOURCE
 #include <pthread.h>
