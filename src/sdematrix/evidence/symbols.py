@@ -239,16 +239,16 @@ class Symbolizer:
         # the last line starting at or below an address can stop early
         self._reach: list[int] = []
         # the ranges two or more lines cover, merged and sorted
-        self._shared: list[tuple[int, int]] = []
+        self._overlaps: list[tuple[int, int]] = []
         reach = 0
         for m in self.maps:
             if m.lo < reach:
                 lo, hi = m.lo, min(m.hi, reach)
-                if self._shared and lo <= self._shared[-1][1]:
-                    prev = self._shared[-1]
-                    self._shared[-1] = (prev[0], max(prev[1], hi))
+                if self._overlaps and lo <= self._overlaps[-1][1]:
+                    prev = self._overlaps[-1]
+                    self._overlaps[-1] = (prev[0], max(prev[1], hi))
                 else:
-                    self._shared.append((lo, hi))
+                    self._overlaps.append((lo, hi))
             reach = max(reach, m.hi)
             self._reach.append(reach)
         self._cache: dict[int | tuple[int, bytes], Location] = {}
@@ -265,8 +265,8 @@ class Symbolizer:
 
     def overlapped(self, lo: int, hi: int) -> bool:
         """True when an address in [lo, hi) lies in more than one line."""
-        i = bisect.bisect_right(self._shared, (hi,)) - 1
-        return i >= 0 and self._shared[i][1] > lo
+        i = bisect.bisect_right(self._overlaps, (hi,)) - 1
+        return i >= 0 and self._overlaps[i][1] > lo
 
     def mapping_at(self, addr: int, code: bytes = b"") -> Mapping | None:
         """The mapping `addr` lies in; where lines of the union overlap, the

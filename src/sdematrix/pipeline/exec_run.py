@@ -465,7 +465,8 @@ def unwind_named(sym: Symbolizer) -> Locate:
         lo, hi = ranges[i]
         bias = addr - vaddr
         name = f"{os.path.basename(loc.image)}+{lo:#x}"
-        return Location(loc.image, name, lo + bias, hi + bias, sym.overlapped(lo + bias, hi + bias))
+        at = (lo + bias, hi + bias)
+        return Location(loc.image, name, *at, shared=sym.overlapped(*at))
 
     return locate
 

@@ -393,6 +393,16 @@ PLUGINS = {
 }
 
 
+def build_plugin(tmp_path: Path, name: str) -> str:
+    """PLUGINS[name] built as tmp_path/NAME.so; its path."""
+    fn, body = PLUGINS[name]
+    src = tmp_path / f"{name}.c"
+    src.write_text(PLUGIN_C.replace("FN", fn).replace("BODY", body))
+    lib = str(tmp_path / f"{name}.so")
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", lib, str(src)], check=True)
+    return lib
+
+
 @needs_ptrace
 @needs("gcc")
 def test_an_image_unloaded_and_one_loaded_in_its_place_keep_their_own_names(
@@ -402,12 +412,7 @@ def test_an_image_unloaded_and_one_loaded_in_its_place_keep_their_own_names(
     the same addresses: the tracer's maps union holds both, and each
     instruction is named by the image whose bytes it is (before, both were
     the second's: nhm blamed the SSE2 plugin's fb for the first's VPADDD)."""
-    plugins = []
-    for name, (fn, body) in PLUGINS.items():
-        src = tmp_path / f"{name}.c"
-        src.write_text(PLUGIN_C.replace("FN", fn).replace("BODY", body))
-        plugins.append(str(tmp_path / f"{name}.so"))
-        subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", plugins[-1], str(src)], check=True)
+    plugins = [build_plugin(tmp_path, name) for name in PLUGINS]
     exe = build_c(tmp_path, "dlclose", DLCLOSE_C, "-ldl")
     native = subprocess.run([str(exe), *plugins], capture_output=True, text=True, check=True).stdout
     assert native == "6 12 same address\n"
@@ -467,11 +472,7 @@ def test_jit_code_where_an_unloaded_library_ran_is_checked(tmp_path: Path) -> No
     written where its text was, at an instruction start that ran, is JIT
     code (before, it was taken for the library's instruction, already
     recorded, and nhm passed the program's VPADDD)."""
-    name, (fn, body) = "sse2plug", PLUGINS["sse2plug"]
-    src = tmp_path / f"{name}.c"
-    src.write_text(PLUGIN_C.replace("FN", fn).replace("BODY", body))
-    plugin = str(tmp_path / f"{name}.so")
-    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", plugin, str(src)], check=True)
+    plugin = build_plugin(tmp_path, "sse2plug")
     exe = build_c(tmp_path, "jitover", JIT_OVER_UNLOADED_C, "-ldl")
     native = subprocess.run([str(exe), plugin], capture_output=True, text=True, check=True)
     assert native.stdout == "12 jit where fb was\n"
