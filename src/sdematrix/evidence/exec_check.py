@@ -21,6 +21,7 @@ first executed), at most :data:`sdematrix.evidence.mix_build.MAX_VIOLATIONS`.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import iced_x86 as iced
@@ -31,7 +32,7 @@ from .mix import Mix
 from .mix_build import MAX_VIOLATIONS, Locate, Located, build_checked_mix
 from .symbols import Location
 
-__all__ = ["Recorded", "whole_checked_mix"]
+__all__ = ["Recorded", "merge_versions", "whole_checked_mix"]
 
 # (space, address, bytes, executions)
 Recorded = tuple[int, int, bytes, int]
@@ -102,6 +103,36 @@ def whole_checked_mix(
         source, located, model, limit=limit, isa_in_reason=isa_in_reason
     )
     return mix, violations, len(located)
+
+
+def merge_versions(items: Sequence[Recorded], locate_in: Callable[[int], Locate]) -> list[Recorded]:
+    """Stepped records with their counts, where the tracer may have kept
+    more than one per address: it starts a new record when the 15 bytes it
+    reads there change (tracer.c: rec_at; JIT code rewritten, an image loaded
+    where another ran).  Records of one address that are one instruction of
+    one image (their windows differ only past the instruction) are one, at
+    the first, their counts summed; the rest are left as they are."""
+    per_addr = Counter((s, a) for s, a, _c, _n in items)
+    several = [it for it in items if per_addr[(it[0], it[1])] > 1]
+    if not several:
+        return list(items)
+    lengths = dict(zip(several, _lengths(several), strict=True))
+    locs = _locations(several, locate_in)
+    out: list[Recorded] = []
+    at: dict[tuple[int, int, bytes, str], int] = {}
+    for s, a, code, n in items:
+        if per_addr[(s, a)] == 1:
+            out.append((s, a, code, n))
+            continue
+        ln = lengths[(s, a, code, n)]
+        key = (s, a, code[:ln] if ln else code, locs[(s, a, code)].image)
+        if key in at:
+            k = at[key]
+            out[k] = (s, a, out[k][2], out[k][3] + n)
+        else:
+            at[key] = len(out)
+            out.append((s, a, code, n))
+    return out
 
 
 def _cut(items: Sequence[Recorded], locate_in: Callable[[int], Locate]) -> list[Located]:

@@ -51,7 +51,7 @@ from ..backends.ptrace.backend import TracerOutput, parse_tracer_output
 from ..backends.ptrace.profile import Site, image_sites, program_images, write_profile
 from ..backends.ptrace.tracer_bin import tracer_path
 from ..errors import SdeMatrixError
-from ..evidence.exec_check import whole_checked_mix
+from ..evidence.exec_check import merge_versions, whole_checked_mix
 from ..evidence.insn_bounds import bounds_file, fde_ranges
 from ..evidence.mix import Mix
 from ..evidence.mix_build import (
@@ -320,7 +320,7 @@ def _chip_check(
     tracer ran as BSF for the model: :func:`zero_source_as_bsf`)."""
     stepped = {(s, a) for s, a, _n, _c in traced.insns}
     recorded = [(s, a, c, 1) for s, a, c in traced.seen if (s, a) not in stepped]
-    recorded += [(s, a, c, n) for s, a, n, c in traced.insns]
+    recorded += merge_versions([(s, a, c, n) for s, a, n, c in traced.insns], locate_in)
     whole, res.violations, distinct = whole_checked_mix(
         "ptrace", recorded, locate_in, model, isa_in_reason=True
     )

@@ -112,6 +112,7 @@ struct space {         /* one address space (process) */
     char *maps;        /* union of the /proc/PID/maps lines seen while stepping */
     struct bp *bps;
     size_t nbps, capbps;
+    uint64_t map_gen;  /* successful mmap/munmap/mremap calls so far (rec_at) */
 };
 
 struct thread {
@@ -138,6 +139,7 @@ struct thread {
     bool syscall_whole; /* ...and whole.c saw its entry (whole_sys_enter) */
     uint64_t last_rip;  /* last counted instruction (rep iterations) */
     uint64_t sc_nr, sc_prot;
+    uint64_t sc_args[4]; /* the syscall's first four arguments (space_replaced) */
     /* a function region (site func): stepping ends when the call returns,
      * i.e. at func_ret with RSP = func_rsp (the entry RSP + 8) */
     uint64_t func_ret, func_rsp;
@@ -151,6 +153,7 @@ struct rec {           /* per (space, address, bytes) execution count */
     uint8_t len;
     bool used;
     bool retired;      /* other bytes run at addr since: see rec_at */
+    uint64_t gen;      /* the space's map_gen when bytes were last read */
 };
 
 /* ---- global state ---------------------------------------------------- */
@@ -538,22 +541,25 @@ static uint8_t read_code(struct thread *t, uint64_t rip, uint8_t bytes[15])
 }
 
 /* The record of the instruction at `rip` in t's address space, its bytes
- * read on first sight.  Code in an image does not change where it ran (an
- * image loaded where an unloaded one ran is whole mode's first visits).  JIT
- * code does, with no syscall between in an RWX page (a reused code-cache
- * slot, a patched call): in an open JIT region (whole mode) the bytes are
- * read again at every step, and new bytes at an address start a new record;
- * the old one keeps its count (the reader merges records whose windows
- * differ only past the instruction). */
+ * read on first sight, and read again after the space's mappings changed
+ * (an image loaded where a dlclose'd one ran) and, in an open JIT region
+ * (whole mode), at every step: JIT code is rewritten where it ran with no
+ * syscall between in an RWX page (a reused code-cache slot, a patched call).
+ * New bytes at an address start a new record; the old one keeps its count
+ * (the reader merges records whose windows differ only past the
+ * instruction). */
 static struct rec *rec_at(struct thread *t, uint64_t rip)
 {
     struct rec *r = rec_lookup(rip, t->sp->id);
+    uint64_t gen = t->sp->map_gen;
     if (r->len == 0) {
         r->len = read_code(t, rip, r->bytes);
+        r->gen = gen;
         return r;
     }
-    if (!whole_enabled || !whole_jit_active(t->tid))
+    if (r->gen == gen && !(whole_enabled && whole_jit_active(t->tid)))
         return r;
+    r->gen = gen;
     uint8_t now[15];
     uint8_t n = read_code(t, rip, now);
     if (n == r->len && !memcmp(now, r->bytes, n))
@@ -564,6 +570,7 @@ static struct rec *rec_at(struct thread *t, uint64_t rip)
     }
     memcpy(r->bytes, now, n);
     r->len = n;
+    r->gen = gen;
     return r;
 }
 
@@ -653,6 +660,27 @@ static bool run_pushf(struct thread *t, struct user_regs_struct *r, size_t len, 
  * Only a step that delivers no signal is noted (with one, the handler runs
  * first).  rt_sigreturn is left alone: it loads R11 from the signal frame
  * and maps nothing. */
+/* A successful mmap, munmap or mremap (nr, its arguments, its result)
+ * replaced what was mapped in some of sp's ranges: the sites planted there
+ * went with it, and an image loaded where a dlclose'd one had a site would
+ * otherwise have its own instruction taken for that site (the site's byte
+ * put back over the new code: a correct program died of SIGILL); records of
+ * code there are read again (rec_at). */
+static void space_replaced(struct space *sp, uint64_t nr, const uint64_t a[4], uint64_t rval)
+{
+    uint64_t lo[2], hi[2];
+    int n = replaced_ranges(nr, a, rval, lo, hi);
+    if (!n)
+        return;
+    sp->map_gen++;
+    for (int k = 0; k < n; k++)
+        for (size_t i = 0; i < sp->nbps;)
+            if (sp->bps[i].addr >= lo[k] && sp->bps[i].addr < hi[k])
+                sp->bps[i] = sp->bps[--sp->nbps];
+            else
+                i++;
+}
+
 static void note_syscall_step(struct thread *t, const struct user_regs_struct *r)
 {
     t->syscall_rip = r->rax == NR_RT_SIGRETURN ? 0 : r->rip;
@@ -660,6 +688,8 @@ static void note_syscall_step(struct thread *t, const struct user_regs_struct *r
     if (!t->syscall_rip || !t->sp)
         return;
     const uint64_t args[6] = {r->rdi, r->rsi, r->rdx, r->r10, r->r8, r->r9};
+    t->sc_nr = r->rax;
+    memcpy(t->sc_args, args, sizeof t->sc_args);
     whole_sys_enter(t->sp->id, t->tid, r->rax, args, r->rip + 2);
     t->syscall_whole = true;
 }
@@ -682,6 +712,9 @@ static void syscall_step_done(struct thread *t)
     t->syscall_rip = 0;
     if (syscall_r11_mend(&r) && ptrace(PTRACE_SETREGS, t->tid, NULL, &r) == 0)
         n_r11_mended++;
+    if (r.rax < (uint64_t)-4095)
+        space_replaced(t->sp, t->sc_nr, t->sc_args, r.rax);
+    t->sc_nr = (uint64_t)-1;
     if (t->syscall_whole) {
         t->syscall_whole = false;
         if (whole_sys_exit(t->sp->id, t->tid, (int64_t)r.rax, r.rax >= (uint64_t)-4095))
@@ -1176,10 +1209,14 @@ static void on_syscall_stop(struct thread *t)
     if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
         t->sc_nr = info.entry.nr;
         t->sc_prot = may_map_code(info.entry.nr) ? info.entry.args[2] : 0;
+        for (int k = 0; k < 4; k++)
+            t->sc_args[k] = info.entry.args[k];
         if (t->sp) /* whole mode's JIT bookkeeping; in every mode its `syscall` */
             whole_sys_enter(t->sp->id, t->tid, info.entry.nr, (const uint64_t *)info.entry.args,
                             info.instruction_pointer);
     } else if (info.op == PTRACE_SYSCALL_INFO_EXIT) {
+        if (t->sp && !t->exec_pending && !info.exit.is_error)
+            space_replaced(t->sp, t->sc_nr, t->sc_args, (uint64_t)info.exit.rval);
         if (whole_enabled && t->sp && !t->exec_pending)
             if (whole_sys_exit(t->sp->id, t->tid, info.exit.rval, info.exit.is_error))
                 merge_maps(t->sp, t->tid); /* a JIT region moved (mremap) */

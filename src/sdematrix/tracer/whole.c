@@ -602,7 +602,6 @@ void whole_write(FILE *f, uint64_t asked)
 #define W_PROT_READ 0x1
 #define W_PROT_EXEC 0x4
 #define W_MAP_ANON 0x20
-#define W_MREMAP_DONTUNMAP 4
 
 struct jreg {             /* a JIT region of one space */
     int space;
@@ -671,12 +670,6 @@ static void jreg_add(int space, uint64_t lo, uint64_t hi, uint64_t prot)
 static uint64_t closed_prot(uint64_t prot)
 {
     return (prot & ~(uint64_t)W_PROT_EXEC) | W_PROT_READ;
-}
-
-/* a syscall's length argument in whole pages, as the kernel takes it */
-static uint64_t page_up(uint64_t len)
-{
-    return (len + 4095) & ~(uint64_t)4095;
 }
 
 /* [lo, hi) of `space` is no longer a JIT region (unmapped, remapped, made
@@ -817,16 +810,14 @@ bool whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error)
     if (is_error || (nr != NR_MMAP && nr != NR_MPROTECT && nr != NR_MUNMAP && nr != NR_MREMAP &&
                      nr != NR_PKEY_MPROTECT))
         return false;
-    if (nr == NR_MREMAP) {
-        if (!(j->a3 & W_MREMAP_DONTUNMAP))
-            wmaps_cut(space, j->a0, j->a0 + page_up(j->a1));
-        wmaps_cut(space, (uint64_t)rval, (uint64_t)rval + page_up(j->a2));
+    uint64_t cut_lo[2], cut_hi[2];
+    const uint64_t a[4] = {j->a0, j->a1, j->a2, j->a3};
+    for (int k = replaced_ranges(nr, a, (uint64_t)rval, cut_lo, cut_hi); k-- > 0;)
+        wmaps_cut(space, cut_lo[k], cut_hi[k]); /* an image mapped again is armed again */
+    if (nr == NR_MREMAP)
         return jreg_remapped(space, tid, j, (uint64_t)rval);
-    }
     uint64_t lo = nr == NR_MMAP ? (uint64_t)rval : j->a0;
     uint64_t len = page_up(j->a1);
-    if (nr == NR_MMAP || nr == NR_MUNMAP) /* an image mapped again is armed again */
-        wmaps_cut(space, lo, lo + len);
     jreg_remove(space, lo, lo + len);
     if (j->strip) {
         jreg_add(space, lo, lo + len, j->a2);

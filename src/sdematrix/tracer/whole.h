@@ -24,6 +24,34 @@ static inline bool may_map_code(uint64_t nr)
     return nr == NR_MMAP || nr == NR_MPROTECT || nr == NR_PKEY_MPROTECT;
 }
 
+/* a syscall's length argument in whole pages, as the kernel takes it */
+static inline uint64_t page_up(uint64_t len)
+{
+    return (len + 4095) & ~(uint64_t)4095;
+}
+
+#define W_MREMAP_DONTUNMAP 4
+/* The ranges whose contents a successful mmap, munmap or mremap (nr, its
+ * first four arguments, its result) replaced: whatever was mapped there
+ * before is gone, with the int3s and the bookkeeping of its code.  Writes
+ * up to two [lo, hi) pairs; returns how many. */
+static inline int replaced_ranges(uint64_t nr, const uint64_t a[4], uint64_t rval, uint64_t lo[2],
+                                  uint64_t hi[2])
+{
+    int n = 0;
+    if (nr == NR_MMAP || (nr == NR_MREMAP && !(a[3] & W_MREMAP_DONTUNMAP)) || nr == NR_MUNMAP) {
+        lo[n] = nr == NR_MMAP ? rval : a[0];
+        hi[n] = lo[n] + page_up(a[1]);
+        n++;
+    }
+    if (nr == NR_MREMAP) {
+        lo[n] = rval;
+        hi[n] = rval + page_up(a[2]);
+        n++;
+    }
+    return n;
+}
+
 /* profile record `bounds BINFILE PATH` (rest = "BINFILE PATH"); -1 if bad */
 int whole_load_bounds(const char *rest);
 /* a new address space (exec, fork); copy_from: the forking space or -1 */

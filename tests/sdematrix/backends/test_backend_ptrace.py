@@ -246,24 +246,3 @@ def test_parse_tracer_output_rejects_garbage() -> None:
         parse_tracer_output("vc-tracer-output 1\ninsn 0 zz 1 90\n")
     t = parse_tracer_output("vc-tracer-output 1\nsteps 5\nexit signal 9\nend\n")
     assert (t.steps, t.exit_code, t.complete) == (5, 137, True)
-
-
-def test_records_of_one_address_are_merged_only_when_their_instruction_is_one() -> None:
-    """rec_at starts a new record when JIT bytes at an address change: a RET
-    whose following byte changed is one instruction (counts summed), the
-    PADDD and the VPADDD written at one address stay two."""
-    t = parse_tracer_output(
-        "vc-tracer-output 1\n"
-        "insn 0 1000 1 660ffec1c300\n"
-        "insn 0 1000 2 c5fdfec1c300\n"
-        "insn 0 1004 2 c300\n"
-        "insn 0 1004 1 c390\n"
-        "insn 1 1004 4 c390\n"
-        "end\n"
-    )
-    assert t.insns == [
-        (0, 0x1000, 1, bytes.fromhex("660ffec1c300")),
-        (0, 0x1000, 2, bytes.fromhex("c5fdfec1c300")),
-        (0, 0x1004, 3, bytes.fromhex("c300")),
-        (1, 0x1004, 4, bytes.fromhex("c390")),
-    ]

@@ -94,3 +94,34 @@ def test_the_chip_check_names_each_record_by_its_own_image(tmp_path: Path) -> No
     assert distinct == 4
     assert mix.images[first].mnemonic == {"VPADDD": 1, "RET": 1}
     assert mix.images[second].mnemonic == {"PADDD": 1, "RET": 1}
+
+
+def test_stepped_versions_of_an_address_merge_per_instruction_and_image(tmp_path: Path) -> None:
+    """The tracer starts a new record when the bytes it reads at an address
+    change: a RET whose next byte changed is one instruction (counts summed),
+    the PADDD and the VPADDD written at one address stay two, and the same
+    MOVD run from two images at one address stays one per image."""
+    from sdematrix.evidence.exec_check import merge_versions
+
+    movd = bytes.fromhex("660f6ec7")
+    first = _image(tmp_path, "first.so", movd + AVX2)
+    second = _image(tmp_path, "second.so", movd + SSE2)
+    base = 0x7F0000001000
+    maps = _line(base, base + 0x1000, "r-xp", 0x1000, first)
+    maps += _line(base, base + 0x1000, "r-xp", 0x1000, second)
+    maps += _line(0x10000, 0x11000, "rwxp", 0, "")
+    sym = Symbolizer(maps)
+    at = base + 0x100
+    window = {p: Path(p).read_bytes()[0x1100:0x110F] for p in (first, second)}
+    items = [
+        (0, 0x10000, bytes.fromhex("660ffec1c300"), 1),
+        (0, 0x10000, bytes.fromhex("c5fdfec1c300"), 2),
+        (0, 0x10004, bytes.fromhex("c300"), 2),
+        (0, 0x10004, bytes.fromhex("c390"), 1),
+        (1, 0x10004, bytes.fromhex("c390"), 4),
+        (0, at, window[first], 1),
+        (0, at, window[second], 2),
+    ]
+    merged = merge_versions(items, lambda _s: sym.locate)
+    assert merged == [items[0], items[1], (0, 0x10004, bytes.fromhex("c300"), 3), *items[4:]]
+    assert merge_versions(items[4:5], lambda _s: sym.locate) == items[4:5]

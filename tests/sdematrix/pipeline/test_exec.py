@@ -405,19 +405,26 @@ def build_plugin(tmp_path: Path, name: str) -> str:
 
 @needs_ptrace
 @needs("gcc")
+@pytest.mark.parametrize("region", ["whole", "function:main"])
 def test_an_image_unloaded_and_one_loaded_in_its_place_keep_their_own_names(
-    tmp_path: Path,
+    tmp_path: Path, region: str
 ) -> None:
     """A plugin that runs AVX2 and is dlclose'd, then one that runs SSE2 at
     the same addresses: the tracer's maps union holds both, and each
     instruction is named by the image whose bytes it is (before, both were
-    the second's: nhm blamed the SSE2 plugin's fb for the first's VPADDD)."""
+    the second's: nhm blamed the SSE2 plugin's fb for the first's VPADDD).
+    Stepped (function:main), the bytes at an address are read again after
+    the mappings changed (before, fb's PADDDs were counted as fa's
+    VPBROADCASTD and VPADDD)."""
     plugins = [build_plugin(tmp_path, name) for name in PLUGINS]
     exe = build_c(tmp_path, "dlclose", DLCLOSE_C, "-ldl")
     native = subprocess.run([str(exe), *plugins], capture_output=True, text=True, check=True).stdout
     assert native == "6 12 same address\n"
     out = tmp_path / "out"
-    p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), *plugins)
+    p = sdematrix(
+        "exec", "--cpu", "nhm,hsw", "--region", region, "--out", str(out),
+        "--", str(exe), *plugins,
+    )  # fmt: skip
     assert (out / "hsw" / "stdout").read_text() == native
     assert (out / "nhm" / "stdout").read_text() == native
     blamed = [ln for ln in p.stderr.splitlines() if "chip check (nhm)" in ln]
@@ -431,6 +438,61 @@ def test_an_image_unloaded_and_one_loaded_in_its_place_keep_their_own_names(
     }
     assert fns[("fa", "avx2plug.so")] == {"MOVD": 2, "VPBROADCASTD": 1, "VPADDD": 1, "RET": 1}
     assert fns[("fb", "sse2plug.so")] == {"MOVD": 2, "PADDD": 2, "RET": 1}
+
+
+# fa's XGETBV (a site: the tracer's int3 there) and fb's LEA start at the
+# same offset, 2 bytes into functions at the same address
+SITE_PLUGINS = {
+    "sitea": r"""int fa(int x)
+{
+    unsigned lo, hi;
+    __asm__ volatile("xor %%ecx, %%ecx\n\txgetbv" : "=a"(lo), "=d"(hi) : : "rcx");
+    return x + (int)(lo & 1);
+}
+""",
+    "siteb": r"""int fb(int x)
+{
+    int r;
+    __asm__ volatile("xor %%ecx, %%ecx\n\tlea 7(%1), %0\n\tnop\n\tnop" : "=r"(r) : "r"(x) : "rcx");
+    return r;
+}
+""",
+}
+
+
+@needs_ptrace
+@needs("gcc")
+@pytest.mark.parametrize("mode", ["fault", "bp"])
+def test_a_site_of_an_unloaded_image_goes_with_it(tmp_path: Path, mode: str) -> None:
+    """A plugin with an XGETBV site is dlclose'd and one loaded in its place
+    has an instruction where the XGETBV was: the site's breakpoint went with
+    the mapping (before, hitting whole mode's int3 there ran the site: its
+    byte was put back over the new code, and the correct program died of
+    SIGILL, exit 132, in both CPUID modes)."""
+    plugins = []
+    for name, source in SITE_PLUGINS.items():
+        (tmp_path / f"{name}.c").write_text(source)
+        plugins.append(str(tmp_path / f"{name}.so"))
+        subprocess.run(
+            ["gcc", "-O1", "-shared", "-fPIC", "-o", plugins[-1], str(tmp_path / f"{name}.c")],
+            check=True,
+        )
+    exe = build_c(tmp_path, "dlclose", DLCLOSE_C, "-ldl")
+    native = subprocess.run([str(exe), *plugins], capture_output=True, text=True, check=True).stdout
+    assert native == "4 10 same address\n"
+    out = tmp_path / "out"
+    p = sdematrix(
+        "exec", "--cpu", "hsw,nhm", "--cpuid-mode", mode, "--out", str(out),
+        "--", str(exe), *plugins,
+    )  # fmt: skip
+    assert "hsw      PASS  exit 0" in p.stderr, p.stderr
+    assert (out / "hsw" / "stdout").read_text() == native
+    res = read_models(out)
+    v = [
+        (x["mnemonic"], x["function"], os.path.basename(x["image"]))
+        for x in res["nhm"]["violations"]
+    ]
+    assert v == [("XGETBV", "fa", "sitea.so")], v
 
 
 JIT_OVER_UNLOADED_C = r"""

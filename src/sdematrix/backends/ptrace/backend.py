@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...evidence.decode import decode
 from ...evidence.mix import Mix
 from ...evidence.mix_build import Executed, as_bsf_meta, checked_mix, zero_source_as_bsf
 from ...evidence.symbols import Symbolizer
@@ -349,37 +348,6 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 out.complete = True
         except (IndexError, ValueError) as e:
             raise ValueError(f"corrupt vc-tracer output line {i}: {lines[i - 1][:80]!r}") from e
-    out.insns = merge_versions(out.insns)
-    return out
-
-
-def merge_versions(
-    insns: list[tuple[int, int, int, bytes]],
-) -> list[tuple[int, int, int, bytes]]:
-    """The tracer starts a new record when the bytes at an address it steps
-    in JIT code change (tracer.c: rec_at), and a record's bytes are a window
-    of 15: records of one address whose windows differ only past the
-    instruction are one instruction, kept once with their counts summed."""
-    per_addr: dict[tuple[int, int], int] = {}
-    for s, a, _n, _c in insns:
-        per_addr[(s, a)] = per_addr.get((s, a), 0) + 1
-    if all(k == 1 for k in per_addr.values()):
-        return insns
-    out: list[tuple[int, int, int, bytes]] = []
-    at: dict[tuple[int, int, bytes], int] = {}
-    for s, a, n, c in insns:
-        if per_addr[(s, a)] == 1:
-            out.append((s, a, n, c))
-            continue
-        insn = decode(c, a)
-        ok = insn.mnemonic != "INVALID" and 0 < insn.length <= len(c)
-        key = (s, a, c[: insn.length] if ok else c)
-        if key in at:
-            k = at[key]
-            out[k] = (s, a, out[k][2] + n, out[k][3])
-        else:
-            at[key] = len(out)
-            out.append((s, a, n, c))
     return out
 
 
