@@ -356,28 +356,40 @@ def test_baseline_build_chip_check(tmp_path: Path) -> None:
     assert "chip check clean" in good.stderr
 
 
-DLCLOSE_C = r"""
+# call_unloaded(path, name, &r): dlopen path, r = name(3), dlclose it;
+# where name was (0: not found)
+CALL_UNLOADED_C = r"""
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
-/* dlopen the AVX2 plugin, call its fa, dlclose it; then dlopen the SSE2
- * plugin, which ld.so maps into the gap the first left, and call its fb:
- * both functions ran at the same address */
+static uintptr_t call_unloaded(const char *path, const char *name, int *r)
+{
+    void *h = path ? dlopen(path, RTLD_NOW) : 0;
+    int (*fn)(int) = h ? (int (*)(int))dlsym(h, name) : 0;
+    if (!fn)
+        return 0;
+    *r = fn(3);
+    dlclose(h);
+    return (uintptr_t)fn;
+}
+"""
+# The AVX2 plugin's fa, then the SSE2 plugin's fb, which ld.so maps into the
+# gap the first left: both functions ran at the same address
+DLCLOSE_C = (
+    CALL_UNLOADED_C
+    + r"""
 int main(int argc, char **argv)
 {
-    void *h = argc > 2 ? dlopen(argv[1], RTLD_NOW) : 0;
-    int (*fa)(int) = h ? (int (*)(int))dlsym(h, "fa") : 0;
-    if (!fa)
-        return 3;
-    int ra = fa(3);
-    dlclose(h);
-    h = dlopen(argv[2], RTLD_NOW);
-    int (*fb)(int) = h ? (int (*)(int))dlsym(h, "fb") : 0;
+    int ra = 0, rb = 0;
+    uintptr_t fa = argc > 2 ? call_unloaded(argv[1], "fa", &ra) : 0;
+    uintptr_t fb = fa ? call_unloaded(argv[2], "fb", &rb) : 0;
     if (!fb)
-        return 4;
-    printf("%d %d %s\n", ra, fb(3), (void *)fa == (void *)fb ? "same address" : "apart");
+        return 3;
+    printf("%d %d %s\n", ra, rb, fa == fb ? "same address" : "apart");
     return 0;
 }
 """
+)
 # FN(x): x into xmm0, then BODY, then xmm0's low dword back (AT&T, %% for %)
 PLUGIN_C = r"""
 int FN(int x)
@@ -393,14 +405,30 @@ PLUGINS = {
 }
 
 
-def build_plugin(tmp_path: Path, name: str) -> str:
-    """PLUGINS[name] built as tmp_path/NAME.so; its path."""
-    fn, body = PLUGINS[name]
+def build_so(tmp_path: Path, name: str, source: str) -> str:
+    """`source` built with gcc -O1 as the shared object tmp_path/NAME.so; its path."""
     src = tmp_path / f"{name}.c"
-    src.write_text(PLUGIN_C.replace("FN", fn).replace("BODY", body))
+    src.write_text(source)
     lib = str(tmp_path / f"{name}.so")
     subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", lib, str(src)], check=True)
     return lib
+
+
+def exec_dlclose(
+    tmp_path: Path, plugins: list[str], *options: str
+) -> tuple[str, subprocess.CompletedProcess[str], Path]:
+    """DLCLOSE_C run on `plugins` natively, then under `sdematrix exec
+    OPTIONS --out OUT`: (what it printed natively, the exec process, OUT)."""
+    exe = build_c(tmp_path, "dlclose", DLCLOSE_C, "-ldl")
+    native = subprocess.run([str(exe), *plugins], capture_output=True, text=True, check=True).stdout
+    out = tmp_path / "out"
+    return native, sdematrix("exec", *options, "--out", str(out), "--", str(exe), *plugins), out
+
+
+def build_plugin(tmp_path: Path, name: str) -> str:
+    """PLUGINS[name] built as tmp_path/NAME.so; its path."""
+    fn, body = PLUGINS[name]
+    return build_so(tmp_path, name, PLUGIN_C.replace("FN", fn).replace("BODY", body))
 
 
 @needs_ptrace
@@ -417,14 +445,8 @@ def test_an_image_unloaded_and_one_loaded_in_its_place_keep_their_own_names(
     the mappings changed (before, fb's PADDDs were counted as fa's
     VPBROADCASTD and VPADDD)."""
     plugins = [build_plugin(tmp_path, name) for name in PLUGINS]
-    exe = build_c(tmp_path, "dlclose", DLCLOSE_C, "-ldl")
-    native = subprocess.run([str(exe), *plugins], capture_output=True, text=True, check=True).stdout
+    native, p, out = exec_dlclose(tmp_path, plugins, "--cpu", "nhm,hsw", "--region", region)
     assert native == "6 12 same address\n"
-    out = tmp_path / "out"
-    p = sdematrix(
-        "exec", "--cpu", "nhm,hsw", "--region", region, "--out", str(out),
-        "--", str(exe), *plugins,
-    )  # fmt: skip
     assert (out / "hsw" / "stdout").read_text() == native
     assert (out / "nhm" / "stdout").read_text() == native
     blamed = [ln for ln in p.stderr.splitlines() if "chip check (nhm)" in ln]
@@ -469,22 +491,9 @@ def test_a_site_of_an_unloaded_image_goes_with_it(tmp_path: Path, mode: str) -> 
     the mapping (before, hitting whole mode's int3 there ran the site: its
     byte was put back over the new code, and the correct program died of
     SIGILL, exit 132, in both CPUID modes)."""
-    plugins = []
-    for name, source in SITE_PLUGINS.items():
-        (tmp_path / f"{name}.c").write_text(source)
-        plugins.append(str(tmp_path / f"{name}.so"))
-        subprocess.run(
-            ["gcc", "-O1", "-shared", "-fPIC", "-o", plugins[-1], str(tmp_path / f"{name}.c")],
-            check=True,
-        )
-    exe = build_c(tmp_path, "dlclose", DLCLOSE_C, "-ldl")
-    native = subprocess.run([str(exe), *plugins], capture_output=True, text=True, check=True).stdout
+    plugins = [build_so(tmp_path, name, source) for name, source in SITE_PLUGINS.items()]
+    native, p, out = exec_dlclose(tmp_path, plugins, "--cpu", "hsw,nhm", "--cpuid-mode", mode)
     assert native == "4 10 same address\n"
-    out = tmp_path / "out"
-    p = sdematrix(
-        "exec", "--cpu", "hsw,nhm", "--cpuid-mode", mode, "--out", str(out),
-        "--", str(exe), *plugins,
-    )  # fmt: skip
     assert "hsw      PASS  exit 0" in p.stderr, p.stderr
     assert (out / "hsw" / "stdout").read_text() == native
     res = read_models(out)
@@ -495,25 +504,22 @@ def test_a_site_of_an_unloaded_image_goes_with_it(tmp_path: Path, mode: str) -> 
     assert v == [("XGETBV", "fa", "sitea.so")], v
 
 
-JIT_OVER_UNLOADED_C = r"""
-#include <dlfcn.h>
-#include <stdint.h>
-#include <stdio.h>
+# The SSE2 plugin's fb, then anonymous RWX memory mapped where its text page
+# was (the address as a hint, as JITs place their code), VPADDD ymm0, ymm0,
+# ymm1; VZEROUPPER; RET written at fb's address, an instruction start that
+# has run already, and called
+JIT_OVER_UNLOADED_C = (
+    CALL_UNLOADED_C
+    + r"""
 #include <string.h>
 #include <sys/mman.h>
-/* Run the SSE2 plugin's fb, dlclose the plugin, then map anonymous RWX
- * memory where its text page was (the address as a hint, as JITs place
- * their code) and write VPADDD ymm0, ymm0, ymm1; VZEROUPPER; RET at fb's
- * address, an instruction start that has run already; call it. */
 int main(int argc, char **argv)
 {
-    void *h = argc > 1 ? dlopen(argv[1], RTLD_NOW) : 0;
-    int (*fb)(int) = h ? (int (*)(int))dlsym(h, "fb") : 0;
-    if (!fb)
+    int rb = 0;
+    uintptr_t at = argc > 1 ? call_unloaded(argv[1], "fb", &rb) : 0;
+    uintptr_t page = at & ~(uintptr_t)4095;
+    if (!at)
         return 3;
-    int rb = fb(3);
-    uintptr_t at = (uintptr_t)fb, page = at & ~(uintptr_t)4095;
-    dlclose(h);
     unsigned char *p = mmap((void *)page, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
@@ -525,6 +531,7 @@ int main(int argc, char **argv)
     return 0;
 }
 """
+)
 
 
 @needs_ptrace
