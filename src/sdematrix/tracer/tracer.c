@@ -552,19 +552,12 @@ static struct rec *rec_at(struct thread *t, uint64_t rip)
 {
     struct rec *r = rec_lookup(rip, t->sp->id);
     uint64_t gen = t->sp->map_gen;
-    if (r->len == 0) {
-        r->len = read_code(t, rip, r->bytes);
-        r->gen = gen;
+    if (r->len && r->gen == gen && !(whole_enabled && whole_jit_active(t->tid)))
         return r;
-    }
-    if (r->gen == gen && !(whole_enabled && whole_jit_active(t->tid)))
-        return r;
-    r->gen = gen;
     uint8_t now[15];
     uint8_t n = read_code(t, rip, now);
-    if (n == r->len && !memcmp(now, r->bytes, n))
-        return r;
-    if (r->count) {
+    bool changed = r->len && (n != r->len || memcmp(now, r->bytes, n));
+    if (changed && r->count) {
         r->retired = true;
         r = rec_lookup(rip, t->sp->id); /* a new slot: r may have moved */
     }
@@ -648,6 +641,40 @@ static bool run_pushf(struct thread *t, struct user_regs_struct *r, size_t len, 
     return true;
 }
 
+/* A successful mmap, munmap or mremap (nr, its first four arguments, its
+ * result) replaced what was mapped in up to two of sp's ranges (mremap: the
+ * old one, unless MREMAP_DONTUNMAP, and the new one).  The sites planted
+ * there went with it: an image loaded where a dlclose'd one had a site
+ * would otherwise have its own instruction taken for that site (the site's
+ * byte put back over the new code: a correct program died of SIGILL).
+ * whole mode's image mappings there end (whole_unmapped), and records of
+ * code there are read again (rec_at). */
+static void space_replaced(struct space *sp, uint64_t nr, const uint64_t a[4], uint64_t rval)
+{
+    uint64_t lo[2], hi[2];
+    int n = 0;
+    if (nr == NR_MMAP || nr == NR_MUNMAP || (nr == NR_MREMAP && !(a[3] & W_MREMAP_DONTUNMAP))) {
+        lo[n] = nr == NR_MMAP ? rval : a[0];
+        hi[n] = lo[n] + page_up(a[1]);
+        n++;
+    }
+    if (nr == NR_MREMAP) {
+        lo[n] = rval;
+        hi[n] = rval + page_up(a[2]);
+        n++;
+    }
+    if (n)
+        sp->map_gen++;
+    for (int k = 0; k < n; k++) {
+        whole_unmapped(sp->id, lo[k], hi[k]);
+        for (size_t i = 0; i < sp->nbps;)
+            if (sp->bps[i].addr >= lo[k] && sp->bps[i].addr < hi[k])
+                sp->bps[i] = sp->bps[--sp->nbps];
+            else
+                i++;
+    }
+}
+
 /* A single-stepped SYSCALL has no syscall-entry or -exit stop (those come
  * with PTRACE_SYSCALL only), so what those stops do is done around the
  * step: before it, note_syscall_step (whole.c's entry bookkeeping: an
@@ -660,27 +687,6 @@ static bool run_pushf(struct thread *t, struct user_regs_struct *r, size_t len, 
  * Only a step that delivers no signal is noted (with one, the handler runs
  * first).  rt_sigreturn is left alone: it loads R11 from the signal frame
  * and maps nothing. */
-/* A successful mmap, munmap or mremap (nr, its arguments, its result)
- * replaced what was mapped in some of sp's ranges: the sites planted there
- * went with it, and an image loaded where a dlclose'd one had a site would
- * otherwise have its own instruction taken for that site (the site's byte
- * put back over the new code: a correct program died of SIGILL); records of
- * code there are read again (rec_at). */
-static void space_replaced(struct space *sp, uint64_t nr, const uint64_t a[4], uint64_t rval)
-{
-    uint64_t lo[2], hi[2];
-    int n = replaced_ranges(nr, a, rval, lo, hi);
-    if (!n)
-        return;
-    sp->map_gen++;
-    for (int k = 0; k < n; k++)
-        for (size_t i = 0; i < sp->nbps;)
-            if (sp->bps[i].addr >= lo[k] && sp->bps[i].addr < hi[k])
-                sp->bps[i] = sp->bps[--sp->nbps];
-            else
-                i++;
-}
-
 static void note_syscall_step(struct thread *t, const struct user_regs_struct *r)
 {
     t->syscall_rip = r->rax == NR_RT_SIGRETURN ? 0 : r->rip;

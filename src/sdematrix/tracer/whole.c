@@ -366,7 +366,7 @@ void whole_arm(int space, pid_t pid)
  * name later code there by the unloaded image's bytes: JIT code written
  * where a dlclose'd library's text was, at one of its instruction starts
  * already seen, was taken for that instruction and never recorded. */
-static void wmaps_cut(int space, uint64_t lo, uint64_t hi)
+void whole_unmapped(int space, uint64_t lo, uint64_t hi)
 {
     if ((size_t)space >= nwspaces || hi <= lo)
         return;
@@ -810,10 +810,6 @@ bool whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error)
     if (is_error || (nr != NR_MMAP && nr != NR_MPROTECT && nr != NR_MUNMAP && nr != NR_MREMAP &&
                      nr != NR_PKEY_MPROTECT))
         return false;
-    uint64_t cut_lo[2], cut_hi[2];
-    const uint64_t a[4] = {j->a0, j->a1, j->a2, j->a3};
-    for (int k = replaced_ranges(nr, a, (uint64_t)rval, cut_lo, cut_hi); k-- > 0;)
-        wmaps_cut(space, cut_lo[k], cut_hi[k]); /* an image mapped again is armed again */
     if (nr == NR_MREMAP)
         return jreg_remapped(space, tid, j, (uint64_t)rval);
     uint64_t lo = nr == NR_MMAP ? (uint64_t)rval : j->a0;

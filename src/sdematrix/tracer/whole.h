@@ -30,27 +30,8 @@ static inline uint64_t page_up(uint64_t len)
     return (len + 4095) & ~(uint64_t)4095;
 }
 
+/* mremap's flag: the old range stays mapped */
 #define W_MREMAP_DONTUNMAP 4
-/* The ranges whose contents a successful mmap, munmap or mremap (nr, its
- * first four arguments, its result) replaced: whatever was mapped there
- * before is gone, with the int3s and the bookkeeping of its code.  Writes
- * up to two [lo, hi) pairs; returns how many. */
-static inline int replaced_ranges(uint64_t nr, const uint64_t a[4], uint64_t rval, uint64_t lo[2],
-                                  uint64_t hi[2])
-{
-    int n = 0;
-    if (nr == NR_MMAP || (nr == NR_MREMAP && !(a[3] & W_MREMAP_DONTUNMAP)) || nr == NR_MUNMAP) {
-        lo[n] = nr == NR_MMAP ? rval : a[0];
-        hi[n] = lo[n] + page_up(a[1]);
-        n++;
-    }
-    if (nr == NR_MREMAP) {
-        lo[n] = rval;
-        hi[n] = rval + page_up(a[2]);
-        n++;
-    }
-    return n;
-}
 
 /* profile record `bounds BINFILE PATH` (rest = "BINFILE PATH"); -1 if bad */
 int whole_load_bounds(const char *rest);
@@ -77,6 +58,9 @@ bool whole_note(int space, uint64_t addr, const uint8_t *bytes, size_t len);
  * process's maps may not name yet (the caller reads them again). */
 void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, uint64_t ip);
 bool whole_sys_exit(int space, pid_t tid, int64_t rval, bool is_error);
+/* [lo, hi) of `space` was unmapped or mapped over: the image mappings there
+ * end (an image mapped there again is armed again by whole_arm) */
+void whole_unmapped(int space, uint64_t lo, uint64_t hi);
 /* the syscall whole_sys_enter was told of did not run (the stopped thread
  * is still at it): its argument is put back as the program gave it */
 void whole_sys_cancel(pid_t tid);
