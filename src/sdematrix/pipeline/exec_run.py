@@ -333,6 +333,20 @@ def _chip_check(
     return whole, distinct, as_bsf
 
 
+def _probed_check(traced: TracerOutput, model: CpuModel, locate_in: Locator) -> dict[str, Any]:
+    """Instruction starts under a kernel uprobe that no stop saw run: the
+    kernel takes the probe's int3 itself and runs the probed instruction out
+    of line, so whole mode cannot tell whether they ran.  Their file bytes
+    are checked against the model instead: the meta says how many there are
+    and which of them the model lacks (then the verdict is not proven)."""
+    if not traced.probed:
+        return {}
+    _mix, outside, n = whole_checked_mix(
+        "ptrace", [(s, a, c, 1) for s, a, c in traced.probed], locate_in, model, isa_in_reason=True
+    )
+    return {"uprobed": n, "uprobed_outside_model": [v.describe() for v in outside]}
+
+
 def _region_mix(
     res: ExecResult,
     plan: ExecPlan,
@@ -386,6 +400,7 @@ def _meta(
         "popf_reset": traced.popf_reset,
         "syscall_r11_mended": traced.syscall_r11_mended,
         "syscall_steps_undone": traced.syscall_steps_undone,
+        "uprobe_steps": traced.uprobe_steps,
         "images_without_bounds": list(traced.nobounds),
         "images": sorted(whole.images),
         "region": res.region,
@@ -429,6 +444,7 @@ def run_model(plan: ExecPlan, model: CpuModel, work: Path) -> ExecResult:
     res.mix = mix = _region_mix(res, plan, traced, model, whole, locate_in)
     res.meta = _meta(res, traced, model, whole, distinct)
     res.meta.update(as_bsf_meta(as_bsf))
+    res.meta.update(_probed_check(traced, model, locate_in))
     mix.meta.update(res.meta)
     why = _host_sigill(traced, model, locate_in)
     if why is not None:

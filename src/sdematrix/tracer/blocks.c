@@ -212,7 +212,7 @@ uint64_t blocks_find(int space, uint64_t rip, size_t *before, const uint8_t **le
 /* Start a run of `tid` from `rip` to the block's E, `end` and `lens` as
  * blocks_find gave them for rip; with `plant`, write the temporary int3 on E
  * (without it, E already holds an armed site's int3).  False when the memory
- * cannot be written. */
+ * cannot be written or E holds an int3 already. */
 bool blocks_begin(pid_t tid, uint64_t rip, uint64_t end, const uint8_t *lens, bool plant)
 {
     if (run.tid)
@@ -221,7 +221,10 @@ bool blocks_begin(pid_t tid, uint64_t rip, uint64_t end, const uint8_t *lens, bo
     if (plant) {
         errno = 0;
         long w = ptrace(PTRACE_PEEKDATA, tid, (void *)end, NULL);
-        if (errno)
+        /* an int3 already on E that is not ours (a kernel uprobe's: the
+         * kernel would take the stop at E for itself, and the thread would
+         * run on past the block unseen): single steps instead */
+        if (errno || (w & 0xff) == 0xcc)
             return false;
         long p = (long)(((unsigned long)w & ~0xfful) | 0xccu);
         if (ptrace(PTRACE_POKEDATA, tid, (void *)end, (void *)p))

@@ -177,7 +177,7 @@ static bool block_stop(struct thread *t, int st);
 
 static uint64_t n_cpuid, n_xgetbv, n_steps, n_regions, n_inject_ok, n_inject_fail;
 static uint64_t n_threads_stepped, n_cpuid_stepped, n_xgetbv_stepped, n_pushf_run, n_popf_reset;
-static uint64_t n_r11_mended, n_syscall_undone;
+static uint64_t n_r11_mended, n_syscall_undone, n_uprobe_steps;
 static long last_inject_rc;
 static bool truncated;
 /* The last SIGILL delivered to the program: where, and the instruction's
@@ -524,8 +524,39 @@ static struct rec *rec_lookup(uint64_t addr, int space)
     return &recs[j];
 }
 
+/* Up to n bytes of the file mapped at `addr` in pid now, as the file holds
+ * them (/proc/PID/maps names the file and its offset); 0 when no file is
+ * mapped there. */
+static size_t mapped_file_bytes(pid_t pid, uint64_t addr, uint8_t *buf, size_t n)
+{
+    char *maps = read_maps(pid);
+    if (!maps)
+        return 0;
+    size_t got = 0;
+    for (char *line = strtok(maps, "\n"); line; line = strtok(NULL, "\n")) {
+        unsigned long lo, hi, off;
+        int pos = 0;
+        if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &off, &pos) < 3 || !pos ||
+            line[pos] != '/' || addr < lo || addr >= hi)
+            continue;
+        int fd = open(line + pos, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (addr + n > hi)
+                n = (size_t)(hi - addr);
+            ssize_t r = pread(fd, buf, n, (off_t)(off + (addr - lo)));
+            got = r > 0 ? (size_t)r : 0;
+            close(fd);
+        }
+        break;
+    }
+    free(maps);
+    return got;
+}
+
 /* Up to 15 bytes of code at `rip` in t's address space as the program wrote
- * them: whole mode's and the sites' int3s replaced by the bytes they cover. */
+ * them: whole mode's and the sites' int3s replaced by the bytes they cover,
+ * and a kernel uprobe's int3 (see on_sigtrap) by the file's bytes: the
+ * kernel runs the probed instruction, not an int3. */
 static uint8_t read_code(struct thread *t, uint64_t rip, uint8_t bytes[15])
 {
     uint8_t len = (uint8_t)read_mem(t->tid, rip, bytes, 15);
@@ -536,6 +567,14 @@ static uint8_t read_code(struct thread *t, uint64_t rip, uint8_t bytes[15])
         struct bp *b = find_bp(t->sp, rip + i);
         if (b)
             bytes[i] = b->orig;
+    }
+    if (!fixed && len && bytes[0] == 0xcc) {
+        uint8_t file[15];
+        size_t n = mapped_file_bytes(t->tid, rip, file, sizeof file);
+        if (n && file[0] != 0xcc) {
+            memcpy(bytes, file, n);
+            len = (uint8_t)n;
+        }
     }
     return len;
 }
@@ -565,6 +604,17 @@ static struct rec *rec_at(struct thread *t, uint64_t rip)
     r->len = n;
     r->gen = gen;
     return r;
+}
+
+/* An int3 at addr that is neither ours nor the program's (its file holds
+ * another byte there): a kernel uprobe. */
+static bool probed_at(struct thread *t, uint64_t addr)
+{
+    uint8_t b;
+    if (find_bp(t->sp, addr) || read_mem(t->tid, addr, &b, 1) != 1 || b != 0xcc)
+        return false;
+    const struct rec *r = rec_at(t, addr);
+    return r->len && r->bytes[0] != 0xcc;
 }
 
 #define OP_CPUID "\x0f\xa2"
@@ -1105,6 +1155,7 @@ static void write_output(const char *path, int exit_kind, int exit_val)
     fprintf(f, "popf_reset %" PRIu64 "\n", n_popf_reset);
     fprintf(f, "syscall_r11_mended %" PRIu64 "\n", n_r11_mended);
     fprintf(f, "syscall_steps_undone %" PRIu64 "\n", n_syscall_undone);
+    fprintf(f, "uprobe_steps %" PRIu64 "\n", n_uprobe_steps);
     blocks_write_stats(f);
     for (size_t i = 0; i < nspaces; i++)
         fprintf(f, "space %d %d bps %zu fault %d\n", spaces[i]->id, (int)spaces[i]->tgid,
@@ -1448,6 +1499,16 @@ static bool on_sigtrap(struct thread *t, pid_t pid)
     } else if ((si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT) && t->pending) {
         /* The step completed: a step over `syscall` reports TRAP_BRKPT (the
          * kernel's syscall-exit step report), others TRAP_TRACE. */
+        step_completed(t);
+        resume(t, 0);
+        return true;
+    } else if (si.si_code == SI_USER && t->pending && probed_at(t, t->pending_rip)) {
+        /* The step ran an instruction under a kernel uprobe: the kernel
+         * took the int3, ran the probed instruction out of line (in the
+         * [uprobes] page) and reports the step with a SIGTRAP of its own
+         * (send_sig, SI_USER) instead of a step trap.  Delivered, it killed
+         * the program (exit 133). */
+        n_uprobe_steps++;
         step_completed(t);
         resume(t, 0);
         return true;

@@ -35,11 +35,14 @@
  * (sdematrix.pipeline.exec_run's server computes them).  So one run covers every image with no second pass.
  *
  * Output lines (written by whole_write): `whole_planted N`, `whole_traps N`,
- * `whole_seen N`, `whole_anon_exec N`, `whole_nobounds PATH`, then one
- * `seen SPACE ADDR HEXBYTES` per distinct instruction.
+ * `whole_seen N`, `whole_anon_exec N`, `whole_nobounds PATH`, one
+ * `probed SPACE ADDR HEXBYTES` per instruction start under a kernel uprobe
+ * that no stop saw run (see note_probed), then one `seen SPACE ADDR HEXBYTES`
+ * per distinct instruction.
  */
 #include "whole.h"
 
+#include "profile.h"
 #include "trapflag.h"
 #include "tzcnt.h"
 
@@ -249,6 +252,43 @@ static size_t lower_bound(const struct wimage *im, uint64_t v)
     return lo;
 }
 
+/* A CPUID / XGETBV / mark / function site of the profile at file offset
+ * `off` of `path`: tracer.c's own int3 may be there. */
+static bool is_site(const char *path, uint64_t off)
+{
+    size_t n;
+    const struct site *sites = profile_sites(&n);
+    for (size_t k = 0; k < n; k++)
+        if (sites[k].off == off && !strcmp(sites[k].path, path))
+            return true;
+    return false;
+}
+
+/* Instruction starts that held an int3 neither the file nor the tracer put
+ * there when their mapping was planted: a kernel uprobe's.  The kernel
+ * handles that int3 itself and runs the probed instruction out of line (in
+ * the [uprobes] page), so no stop of ours ever sees it run; whole_write
+ * lists those still unseen at the end (`probed`), and the report checks them
+ * against the model from the file's bytes. */
+struct wprobed {
+    int space;
+    uint64_t addr;
+    struct wimage *img;
+    size_t idx;           /* in img->offs */
+};
+static struct wprobed *wprobed;
+static size_t nwprobed;
+
+static void note_probed(const struct wspace *s, uint64_t addr, struct wimage *im, size_t i)
+{
+    int space = (int)(s - wspaces);
+    for (size_t k = 0; k < nwprobed; k++)
+        if (wprobed[k].space == space && wprobed[k].addr == addr)
+            return;
+    wprobed = wrealloc(wprobed, (nwprobed + 1) * sizeof *wprobed);
+    wprobed[nwprobed++] = (struct wprobed){space, addr, im, i};
+}
+
 /* Plant int3s on the unseen instruction starts of one mapping. */
 static void plant(struct wspace *s, pid_t pid, struct wmap *m)
 {
@@ -281,6 +321,8 @@ static void plant(struct wspace *s, pid_t pid, struct wmap *m)
             continue;
         /* the mapping must hold the file's byte (a site's int3, a relocated
          * or rewritten byte: leave it alone); a file 0xCC is never ours */
+        if (mem[rel] == 0xcc && file[rel] != 0xcc && !is_site(im->path, im->offs[i]))
+            note_probed(s, m->lo + rel, im, i);
         if (mem[rel] != file[rel] || file[rel] == 0xcc)
             continue;
         mem[rel] = 0xcc;
@@ -328,7 +370,12 @@ void whole_arm(int space, pid_t pid)
          * stepped when it runs; uncovered only if that fails */
         struct wimage *im = NULL;
         if (path[0] != '/') {
-            if (!strcmp(path, "[vdso]") || !strcmp(path, "[vsyscall]"))
+            /* the kernel's own code; [uprobes] holds the copies of probed
+             * instructions that the kernel runs out of line (uprobe_steps in
+             * tracer.c): taking PROT_EXEC from it, which kernels without
+             * sealed system mappings allow, breaks the probes */
+            if (!strcmp(path, "[vdso]") || !strcmp(path, "[vsyscall]") ||
+                !strcmp(path, "[uprobes]"))
                 continue;
         } else if ((im = image_named(path)) == NULL) {
             note_nobounds(path);
@@ -558,6 +605,17 @@ void whole_write(FILE *f, uint64_t asked)
     whole_jit_write(f);
     for (size_t i = 0; i < nnobounds; i++)
         fprintf(f, "whole_nobounds %s\n", nobounds[i]);
+    for (size_t i = 0; i < nwprobed; i++) {
+        const struct wprobed *p = &wprobed[i];
+        uint8_t code[15];
+        ssize_t n = pread(p->img->fd, code, sizeof code, (off_t)p->img->offs[p->idx]);
+        if (seen_bit(p->img, p->idx) || n <= 0)
+            continue;
+        fprintf(f, "probed %d %" PRIx64 " ", p->space, p->addr);
+        for (ssize_t k = 0; k < n; k++)
+            fprintf(f, "%02x", code[k]);
+        fputc('\n', f);
+    }
     for (size_t i = 0; i < nwseen; i++) {
         fprintf(f, "seen %d %" PRIx64 " ", wseen[i].space, wseen[i].addr);
         for (size_t k = 0; k < wseen[i].len; k++)

@@ -117,6 +117,23 @@ def _host_lacks_line(r: ExecResult | None) -> str:
     return f"\n    host cannot execute (model advertises it): {', '.join(lacks)}"
 
 
+def _uprobed_line(meta: dict[str, Any], model: str) -> str:
+    """What the chip check could not see: instructions under kernel uprobes
+    (exec_run._probed_check), and whether the model has them all."""
+    outside = meta.get("uprobed_outside_model", [])
+    line = (
+        f"\n    kernel uprobes: {meta['uprobed']} probed instruction(s) the kernel runs out"
+        " of line, unseen by the chip check; "
+    )
+    if not outside:
+        return line + f"all of them are in {model}"
+    return (
+        line
+        + f"NOT PROVEN, {len(outside)} not in {model}: "
+        + "; ".join(one_line(x) for x in outside[:5])
+    )
+
+
 def summary_line(o: ExecOutcome) -> str:
     r = o.result
     if r is None or r.error:
@@ -147,6 +164,8 @@ def summary_line(o: ExecOutcome) -> str:
             f"\n    TZCNT of zero run as BSF, as {o.model} does (destination kept):"
             f" {r.meta['tzcnt_zero_as_bsf']} execution(s) at {', '.join(at[:5])}{more}"
         )
+    if r.meta.get("uprobed"):
+        line += _uprobed_line(r.meta, o.model)
     if o.status != "pass":
         line += "\n" + "\n".join(f"    - {x}" for x in o.reasons[:shown])
         if len(o.reasons) > shown:

@@ -264,6 +264,10 @@ class TracerOutput:
     insns: list[tuple[int, int, int, bytes]] = field(default_factory=list)  # space, addr, n, code
     # whole-process mode (--whole): every distinct instruction seen once
     seen: list[tuple[int, int, bytes]] = field(default_factory=list)  # space, addr, code
+    # instruction starts under a kernel uprobe that no stop saw run (the
+    # kernel runs them out of line): space, addr, the file's code
+    probed: list[tuple[int, int, bytes]] = field(default_factory=list)
+    uprobe_steps: int = 0  # steps the kernel reported for a probed instruction
     whole: dict[str, int] = field(default_factory=dict)  # planted, traps, seen, anon_exec
     nobounds: list[str] = field(default_factory=list)  # exec images without boundary data
     exit_kind: str | None = None  # "code" | "signal"
@@ -307,9 +311,9 @@ def parse_tracer_output(text: str) -> TracerOutput:
             elif key == "insn":
                 code = bytes.fromhex(parts[4]) if len(parts) > 4 else b""
                 out.insns.append((int(parts[1]), int(parts[2], 16), int(parts[3]), code))
-            elif key == "seen":
+            elif key in ("seen", "probed"):
                 code = bytes.fromhex(parts[3]) if len(parts) > 3 else b""
-                out.seen.append((int(parts[1]), int(parts[2], 16), code))
+                getattr(out, key).append((int(parts[1]), int(parts[2], 16), code))
             elif key in ("whole_planted", "whole_traps", "whole_seen", "whole_anon_exec"):
                 out.whole[key[len("whole_") :]] = int(parts[1])
             elif key == "whole_nobounds":
@@ -336,6 +340,7 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 "blocks_entered",
                 "block_insns",
                 "blocks_interrupted",
+                "uprobe_steps",
             ):
                 setattr(out, key, int(parts[1]))
             elif key == "unscanned":

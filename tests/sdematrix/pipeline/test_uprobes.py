@@ -1,0 +1,203 @@
+"""Verdicts on a host whose kernel probes the program (uprobes, as
+observability and security agents attach them to libc and libssl): the
+kernel takes the probe's int3 itself and runs the probed instruction out of
+line, in its ``[uprobes]`` page.
+
+Each test puts a real uprobe (tracefs) on a function of a program it built,
+so no other process meets it; without root or uprobe support it skips,
+saying which."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _uprobes import Uprobe, tracefs_or_reason, uprobe
+from doubles.sdematrix_cli import SHIPPED_MATRIX, read_models, skip_unless_ptrace_runs
+from test_exec import build_c, mix, needs, needs_ptrace, sdematrix
+
+from sdematrix.backends.probe import probe_path
+
+# probed() starts with VPADDD (AVX2), the instruction the uprobe sits on,
+# then VZEROUPPER (AVX); argv[1] "jit" then runs VPADDD from anonymous
+# memory made executable by mprotect (W^X), after the [uprobes] page exists.
+UPROBED_C = r"""
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+__asm__(".text\n.globl probed\n.type probed,@function\nprobed:\n"
+        "    vpaddd %ymm1, %ymm0, %ymm0\n    vzeroupper\n    ret\n"
+        ".size probed, .-probed\n");
+void probed(void);
+int main(int argc, char **argv)
+{
+    for (int i = 0; i < 3; i++)
+        probed();
+    if (argc > 1 && !strcmp(argv[1], "jit")) {
+        static const unsigned char code[] = {0xc5, 0xfd, 0xfe, 0xc1, 0xc3};
+        unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return 3;
+        memcpy(p, code, sizeof code);
+        if (mprotect(p, 4096, PROT_READ | PROT_EXEC))
+            return 4;
+        for (int i = 0; i < 3; i++)
+            ((void (*)(void))p)();
+    }
+    printf("probed ran\n");
+    return 0;
+}
+"""
+
+
+@pytest.fixture
+def probed(tmp_path: Path) -> Iterator[tuple[Path, Uprobe]]:
+    """UPROBED_C built, with a uprobe on probed()'s VPADDD."""
+    where = tracefs_or_reason()
+    if isinstance(where, str):
+        pytest.skip(where)
+    exe = build_c(tmp_path, "uprobed", UPROBED_C)
+    with uprobe(where, exe, "probed") as probe:
+        yield exe, probe
+
+
+@needs_ptrace
+@needs("gcc")
+@pytest.mark.parametrize("mode", ["fault", "bp"])
+def test_a_stepped_instruction_under_a_uprobe_completes(
+    tmp_path: Path, probed: tuple[Path, Uprobe], mode: str
+) -> None:
+    """Stepping onto a probed instruction: the kernel runs it out of line and
+    reports the step with a SIGTRAP of its own (SI_USER), which the tracer
+    used to deliver: the program died (exit 133).  Now the step completes,
+    the probed VPADDD is counted and chip-checked like any other."""
+    skip_unless_ptrace_runs(SHIPPED_MATRIX, ["nhm", "hsw"], mode)
+    exe, probe = probed
+    out = tmp_path / "out"
+    p = sdematrix(
+        "exec", "--cpu", "nhm,hsw", "--cpuid-mode", mode, "--region", "function:main",
+        "--out", str(out), "--", str(exe),
+    )  # fmt: skip
+    assert p.returncode == 1, p.stdout + p.stderr
+    res = read_models(out)
+    hsw, nhm = res["hsw"], res["nhm"]
+    assert hsw["status"] == "pass" and hsw["exit_code"] == 0, hsw
+    assert (out / "hsw" / "stdout").read_text() == "probed ran\n"
+    assert [(v["mnemonic"], v["function"]) for v in nhm["violations"]] == [
+        ("VPADDD", "probed"),
+        ("VZEROUPPER", "probed"),
+    ], nhm["violations"]
+    assert nhm["exit_code"] == 0
+    for r in (hsw, nhm):
+        assert r["meta"]["uprobe_steps"] == 3, r["meta"]
+        assert "uprobed" not in r["meta"]  # stepped: nothing left unseen
+    fn = {f["name"]: f["by_mnemonic"] for f in mix(out, "hsw")["functions"]}
+    assert fn["probed"] == {"VPADDD": 3, "VZEROUPPER": 3, "RET": 3}, fn["probed"]
+    assert probe.hits() == 6  # the kernel took the int3 in both runs
+
+
+@needs_ptrace
+@needs("gcc")
+def test_whole_mode_names_the_probed_instructions_it_cannot_see(
+    tmp_path: Path, probed: tuple[Path, Uprobe]
+) -> None:
+    """Whole mode sees an instruction by its first-visit int3; under a uprobe
+    the kernel's int3 is there instead and the kernel keeps the stop.  The
+    probed VPADDD used to go unseen, and nhm's verdict said nothing of it;
+    now the run lists it, checked from the file's bytes: not proven on nhm,
+    in the model on hsw."""
+    exe, probe = probed
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe))
+    res = read_models(out)
+    nhm, hsw = res["nhm"]["meta"], res["hsw"]["meta"]
+    assert nhm["uprobed"] == 1 and hsw["uprobed"] == 1, (nhm, hsw)
+    assert hsw["uprobed_outside_model"] == []
+    (why,) = nhm["uprobed_outside_model"]
+    assert why.startswith("VPADDD probed in uprobed at ") and "AVX2 not in model nhm" in why
+    assert "1 not in nhm: VPADDD probed in uprobed" in p.stderr, p.stderr
+    assert "all of them are in hsw" in p.stderr, p.stderr
+    # the VZEROUPPER after it had a first-visit int3 of its own
+    assert [v["mnemonic"] for v in res["nhm"]["violations"]] == ["VZEROUPPER"]
+    assert probe.hits() == 6
+
+
+@needs_ptrace
+@needs("gcc")
+def test_the_kernels_uprobes_page_is_not_taken_for_jit_code(
+    tmp_path: Path, probed: tuple[Path, Uprobe]
+) -> None:
+    """The [uprobes] page is executable and has no file: whole mode took it
+    for JIT code and tried to take PROT_EXEC from it.  Kernels that seal
+    their system mappings refuse (counted as an anonymous executable
+    mapping left unchecked); others allow it, which broke the probe and
+    counted a second JIT region.  The program's one JIT region is all."""
+    exe, _probe = probed
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), "jit")
+    assert p.returncode == 1, p.stderr
+    for name, r in read_models(out).items():
+        meta = r["meta"]
+        got = {
+            k: meta[k] for k in ("jit_regions", "jit_entries", "jit_steps", "anon_exec_mappings")
+        }
+        assert got == {
+            "jit_regions": 1,
+            "jit_entries": 3,
+            "jit_steps": 6,
+            "anon_exec_mappings": 0,
+        }, (
+            name,
+            got,
+        )
+    assert (out / "hsw" / "stdout").read_text() == "probed ran\n"
+
+
+def test_uprobe_helper_offsets_are_file_offsets(tmp_path: Path) -> None:
+    """The probe goes on the symbol's bytes in the file (segment vaddr and
+    file offset differ in PIE executables' later segments)."""
+    from _uprobes import file_offset
+
+    exe = build_c(tmp_path, "uprobed", UPROBED_C)
+    data = exe.read_bytes()
+    off = file_offset(exe, "probed")
+    assert data[off : off + 4] == bytes.fromhex("c5fdfec1")
+    assert os.path.getsize(exe) > off
+
+
+@needs_ptrace
+def test_a_probed_function_in_the_probes_regions_is_counted_as_itself(tmp_path: Path) -> None:
+    """`sdematrix run`'s regions run straight-line blocks natively: a block
+    through a probed instruction reaches the kernel's int3, and the block's
+    count read that instruction's bytes from memory: vc_gcm_decrypt's first
+    PUSH was counted as an INT3.  Its mix under the probe is now the mix
+    without it, in every decrypt cell."""
+    skip_unless_ptrace_runs(SHIPPED_MATRIX, ["hsw"], "bp")
+    where = tracefs_or_reason()
+    if isinstance(where, str):
+        pytest.skip(where)
+    probe = tmp_path / "vc-probe"  # its own inode: the uprobe is on this file only
+    shutil.copy2(probe_path(), probe)
+    env = {"SDEMATRIX_PROBE": str(probe)}
+
+    def decrypt_mixes(out: Path) -> dict[str, dict[str, int]]:
+        p = sdematrix("run", "--backend", "ptrace", "--cpu", "hsw", "--out", str(out), env=env)
+        assert p.returncode == 0, p.stdout + p.stderr
+        got = {}
+        for f in sorted((out / "mix").glob("hsw.gcm.decrypt.*.mix.json")):
+            doc = json.loads(f.read_text())
+            assert "INT3" not in doc["overall"]["by_mnemonic"], f.name
+            (fn,) = [x for x in doc["functions"] if x["name"] == "vc_gcm_decrypt"]
+            got[f.name] = fn["by_mnemonic"]
+        return got
+
+    plain = decrypt_mixes(tmp_path / "plain")
+    with uprobe(where, probe, "vc_gcm_decrypt") as up:
+        probed = decrypt_mixes(tmp_path / "probed")
+        assert up.hits() == len(probed) > 0
+    assert probed == plain
