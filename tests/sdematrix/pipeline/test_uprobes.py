@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from doubles.sdematrix_cli import SHIPPED_MATRIX, read_models, skip_unless_ptrac
 from test_exec import build_c, mix, needs, needs_ptrace, sdematrix
 
 from sdematrix.backends.probe import probe_path
+from sdematrix.backends.qemu.backend import QemuBackend
 
 # probed() starts with VPADDD (AVX2), the instruction the uprobe sits on,
 # then VZEROUPPER (AVX); argv[1] "jit" then runs VPADDD from anonymous
@@ -170,23 +172,39 @@ def test_uprobe_helper_offsets_are_file_offsets(tmp_path: Path) -> None:
     assert os.path.getsize(exe) > off
 
 
+@pytest.fixture
+def probe_copy(tmp_path: Path) -> tuple[Path, Path]:
+    """vc-probe copied into tmp_path (its own inode: a uprobe on it reaches
+    no other test's probe) and the tracefs directory to probe it with."""
+    where = tracefs_or_reason()
+    if isinstance(where, str):
+        pytest.skip(where)
+    probe = tmp_path / "vc-probe"
+    shutil.copy2(probe_path(), probe)
+    return probe, where
+
+
+def run_hsw(out: Path, probe: Path, backend: str) -> subprocess.CompletedProcess[str]:
+    return sdematrix(
+        "run", "--backend", backend, "--cpu", "hsw", "--out", str(out),
+        env={"SDEMATRIX_PROBE": str(probe)},
+    )  # fmt: skip
+
+
 @needs_ptrace
-def test_a_probed_function_in_the_probes_regions_is_counted_as_itself(tmp_path: Path) -> None:
+def test_a_probed_function_in_the_probes_regions_is_counted_as_itself(
+    tmp_path: Path, probe_copy: tuple[Path, Path]
+) -> None:
     """`sdematrix run`'s regions run straight-line blocks natively: a block
     through a probed instruction reaches the kernel's int3, and the block's
     count read that instruction's bytes from memory: vc_gcm_decrypt's first
     PUSH was counted as an INT3.  Its mix under the probe is now the mix
     without it, in every decrypt cell."""
     skip_unless_ptrace_runs(SHIPPED_MATRIX, ["hsw"], "bp")
-    where = tracefs_or_reason()
-    if isinstance(where, str):
-        pytest.skip(where)
-    probe = tmp_path / "vc-probe"  # its own inode: the uprobe is on this file only
-    shutil.copy2(probe_path(), probe)
-    env = {"SDEMATRIX_PROBE": str(probe)}
+    probe, where = probe_copy
 
     def decrypt_mixes(out: Path) -> dict[str, dict[str, int]]:
-        p = sdematrix("run", "--backend", "ptrace", "--cpu", "hsw", "--out", str(out), env=env)
+        p = run_hsw(out, probe, "ptrace")
         assert p.returncode == 0, p.stdout + p.stderr
         got = {}
         for f in sorted((out / "mix").glob("hsw.gcm.decrypt.*.mix.json")):
@@ -201,3 +219,32 @@ def test_a_probed_function_in_the_probes_regions_is_counted_as_itself(tmp_path: 
         probed = decrypt_mixes(tmp_path / "probed")
         assert up.hits() == len(probed) > 0
     assert probed == plain
+
+
+_qemu_why = QemuBackend().unavailable_reason()
+
+
+@pytest.mark.skipif(_qemu_why is not None, reason=f"QEMU backend unavailable here: {_qemu_why}")
+def test_qemu_names_a_host_uprobe_as_why_the_probe_died(
+    tmp_path: Path, probe_copy: tuple[Path, Path]
+) -> None:
+    """QEMU translates the guest's code from host memory, where the kernel
+    wrote the uprobe's int3, so the guest runs it and dies of SIGTRAP.  The
+    cell is an error that names the probe and the function, not a bare
+    "died of SIGTRAP"; the cells that never call the function pass."""
+    probe, where = probe_copy
+    out = tmp_path / "out"
+    with uprobe(where, probe, "vc_gcm_decrypt"):
+        p = run_hsw(out, probe, "qemu")
+    assert p.returncode != 0, p.stdout
+    cells = {c["cell"]: c for c in json.loads((out / "results.json").read_text())["cells"]}
+    dec = {k: c for k, c in cells.items() if k.startswith("hsw.gcm.decrypt.")}
+    assert dec and all(c["status"] == "error" for c in dec.values()), dec
+    for c in dec.values():
+        (why,) = c["reasons"]
+        assert why.startswith(
+            "the probe died of SIGTRAP under QEMU: the host kernel probes vc_gcm_decrypt"
+            " in vc-probe (a uprobe's int3 where the file holds 41)"
+        ), why
+    rest = [c["status"] for k, c in cells.items() if k not in dec]
+    assert rest and set(rest) == {"pass"}, rest

@@ -420,6 +420,10 @@ class QemuBackend:
             return True
         if sig is not None:
             result.reason = f"the probe died of {signal.Signals(sig).name} under QEMU"
+            if sig == signal.SIGTRAP and probe.argv:
+                probed = host_uprobe(_read_last(lasts), probe.argv[0])
+                if probed:
+                    result.reason += f": {probed}"
             return True
         if result.probe is None:
             result.reason = f"{probe_problem} (exit code {proc.returncode})"
@@ -573,6 +577,30 @@ def sigill_violation(
         image=image,
         mnemonic=insn.mnemonic,
         bytes_hex=code.hex(" "),
+    )
+
+
+def host_uprobe(last: LastRecord | None, probe_exe: str) -> str | None:
+    """Why a guest died of SIGTRAP when the host's kernel probes the probe
+    (a uprobe: observability and security agents attach them): the kernel
+    writes an int3 on the probed instruction into every mapping of the
+    file, host and QEMU guest alike, and QEMU translates the guest's code
+    from that memory, so the guest runs the kernel's int3.  None unless the
+    last instruction run is an INT3 in the probe whose file holds another
+    byte there."""
+    if last is None or not last.insns or not last.insns[0].code.startswith(b"\xcc"):
+        return None
+    li = last.insns[0]
+    if not last.start_code <= li.address < last.end_code:
+        return None
+    held = _elf_bytes(probe_exe, li.address, last.start_code, 1)
+    if not held or held == b"\xcc":
+        return None
+    where = _elf_function(probe_exe, li.address, last.start_code) or f"{li.address:#x}"
+    return (
+        f"the host kernel probes {where} in {Path(probe_exe).name} (a uprobe's int3 where the"
+        f" file holds {held.hex()}); QEMU runs the guest's code from that memory, so this host"
+        " cannot run the probe under QEMU while the uprobe is attached"
     )
 
 
