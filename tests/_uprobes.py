@@ -102,12 +102,15 @@ def _append(events: Path, line: str) -> None:
 
 
 @contextmanager
-def uprobe(tracefs: Path, path: Path, symbol: str) -> Iterator[Uprobe]:
-    """A uprobe on `symbol`'s first instruction in `path`, enabled for the
-    `with` body and removed after it."""
+def uprobe(tracefs: Path, path: Path, symbol: str, *, ret: bool = False) -> Iterator[Uprobe]:
+    """A uprobe on `symbol`'s first instruction in `path` (`ret`: a return
+    probe, which also puts the kernel's int3 on the entry and sends the
+    return through the kernel's trampoline), enabled for the `with` body and
+    removed after it."""
     name = f"p{os.getpid()}_{next(_names)}"
     events = tracefs / "uprobe_events"
-    _append(events, f"p:{GROUP}/{name} {path}:{file_offset(path, symbol):#x}\n")
+    kind = "r" if ret else "p"
+    _append(events, f"{kind}:{GROUP}/{name} {path}:{file_offset(path, symbol):#x}\n")
     enable = tracefs / "events" / GROUP / name / "enable"
     try:
         enable.write_text("1\n")

@@ -334,17 +334,31 @@ def _chip_check(
 
 
 def _probed_check(traced: TracerOutput, model: CpuModel, locate_in: Locator) -> dict[str, Any]:
-    """Instruction starts under a kernel uprobe that no stop saw run: the
-    kernel takes the probe's int3 itself and runs the probed instruction out
-    of line, so whole mode cannot tell whether they ran.  Their file bytes
-    are checked against the model instead: the meta says how many there are
-    and which of them the model lacks (then the verdict is not proven)."""
-    if not traced.probed:
-        return {}
-    _mix, outside, n = whole_checked_mix(
-        "ptrace", [(s, a, c, 1) for s, a, c in traced.probed], locate_in, model, isa_in_reason=True
-    )
-    return {"uprobed": n, "uprobed_outside_model": [v.describe() for v in outside]}
+    """What kernel uprobes hid from the tracer.  Instruction starts under a
+    uprobe that no stop saw run: the kernel takes the probe's int3 itself
+    and runs the probed instruction out of line, so whole mode cannot tell
+    whether they ran; their file bytes are checked against the model
+    instead (meta ``uprobed``, and ``uprobed_outside_model``: then the
+    verdict is not proven).  Sites under a uprobe (``sites_probed``)."""
+    meta: dict[str, Any] = {}
+    if traced.sites_probed:
+        # sites the tracer could not break on (a function region's entry,
+        # a CPUID or XGETBV in bp mode): "KIND FUNCTION in IMAGE+OFFSET"
+        meta["sites_probed"] = [
+            f"{kind} {locate_in(s)(a).function} in {path}+{off:#x}"
+            for s, kind, a, off, path in traced.sites_probed
+        ]
+    if traced.probed:
+        _mix, outside, n = whole_checked_mix(
+            "ptrace",
+            [(s, a, c, 1) for s, a, c in traced.probed],
+            locate_in,
+            model,
+            isa_in_reason=True,
+        )
+        meta["uprobed"] = n
+        meta["uprobed_outside_model"] = [v.describe() for v in outside]
+    return meta
 
 
 def _region_mix(
@@ -401,6 +415,7 @@ def _meta(
         "syscall_r11_mended": traced.syscall_r11_mended,
         "syscall_steps_undone": traced.syscall_steps_undone,
         "uprobe_steps": traced.uprobe_steps,
+        "uprobe_trampoline_steps": traced.uprobe_trampoline_steps,
         "images_without_bounds": list(traced.nobounds),
         "images": sorted(whole.images),
         "region": res.region,

@@ -153,6 +153,8 @@ struct rec {           /* per (space, address, bytes) execution count */
     uint8_t len;
     bool used;
     bool retired;      /* other bytes run at addr since: see rec_at */
+    bool page_known;   /* unreadable code: whether it is the [uprobes] page */
+    bool uprobes_page;
     uint64_t gen;      /* the space's map_gen when bytes were last read */
 };
 
@@ -177,7 +179,7 @@ static bool block_stop(struct thread *t, int st);
 
 static uint64_t n_cpuid, n_xgetbv, n_steps, n_regions, n_inject_ok, n_inject_fail;
 static uint64_t n_threads_stepped, n_cpuid_stepped, n_xgetbv_stepped, n_pushf_run, n_popf_reset;
-static uint64_t n_r11_mended, n_syscall_undone, n_uprobe_steps;
+static uint64_t n_r11_mended, n_syscall_undone, n_uprobe_steps, n_uprobe_tramp;
 static long last_inject_rc;
 static bool truncated;
 /* The last SIGILL delivered to the program: where, and the instruction's
@@ -292,6 +294,54 @@ static char *read_maps(pid_t pid)
     return buf;
 }
 
+/* The line of pid's maps (now) that holds addr: its range, file offset and
+ * name ("" for anonymous memory); false when no mapping holds addr. */
+struct maps_line {
+    unsigned long lo, hi, off;
+    char name[4096];
+};
+
+static bool maps_line_at(pid_t pid, uint64_t addr, struct maps_line *m)
+{
+    char *maps = read_maps(pid);
+    if (!maps)
+        return false;
+    bool found = false;
+    for (char *line = strtok(maps, "\n"); line && !found; line = strtok(NULL, "\n")) {
+        int pos = 0;
+        if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &m->lo, &m->hi, &m->off, &pos) < 3 ||
+            addr < m->lo || addr >= m->hi)
+            continue;
+        snprintf(m->name, sizeof m->name, "%s", pos ? line + pos : "");
+        found = true;
+    }
+    free(maps);
+    return found;
+}
+
+/* Up to n bytes of `path` at file offset `off`; 0 when unreadable. */
+static size_t file_bytes_at(const char *path, uint64_t off, uint8_t *buf, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t r = pread(fd, buf, n, (off_t)off);
+    close(fd);
+    return r > 0 ? (size_t)r : 0;
+}
+
+/* Up to n bytes of the file mapped at `addr` in pid now, as the file holds
+ * them; 0 when no file is mapped there. */
+static size_t mapped_file_bytes(pid_t pid, uint64_t addr, uint8_t *buf, size_t n)
+{
+    struct maps_line m;
+    if (!maps_line_at(pid, addr, &m) || m.name[0] != '/')
+        return 0;
+    if (addr + n > m.hi)
+        n = (size_t)(m.hi - addr);
+    return file_bytes_at(m.name, m.off + (addr - m.lo), buf, n);
+}
+
 static const uint8_t site_first_byte[] = {0x0f, 0x0f, 0x64, 0x00};
 static void merge_maps(struct space *sp, pid_t pid);
 
@@ -307,6 +357,32 @@ static void check_scanned(const char *img)
         return;
     unscanned = xrealloc(unscanned, (nunscanned + 1) * sizeof *unscanned);
     unscanned[nunscanned++] = strdup(img);
+}
+
+/* Sites whose first byte was an int3 that neither the tracer nor the file
+ * put there when they were armed: a kernel uprobe's.  The tracer's own int3
+ * cannot go there (the kernel takes that stop for itself), so a function
+ * region with a probed entry is never entered and a probed CPUID / XGETBV
+ * runs unanswered; listed in the output (`site_probed`) for the report. */
+struct probed_site {
+    int space;
+    uint64_t addr;
+    const struct site *site;
+};
+static struct probed_site *probed_sites;
+static size_t nprobed_sites;
+static const char *const site_kind_name[] = {"cpuid", "xgetbv", "mark", "func"};
+
+static void note_site_probed(const struct space *sp, uint64_t addr, const struct site *s)
+{
+    uint8_t held;
+    if (file_bytes_at(s->path, s->off, &held, 1) != 1 || held == 0xcc)
+        return;
+    for (size_t i = 0; i < nprobed_sites; i++)
+        if (probed_sites[i].space == sp->id && probed_sites[i].addr == addr)
+            return;
+    probed_sites = xrealloc(probed_sites, (nprobed_sites + 1) * sizeof *probed_sites);
+    probed_sites[nprobed_sites++] = (struct probed_site){sp->id, addr, s};
 }
 
 /* Arm every profile site that falls in an executable mapping of `sp` and is
@@ -340,9 +416,12 @@ static void arm_space(struct space *sp, pid_t pid)
             if (find_bp(sp, addr))
                 continue;
             uint8_t b;
-            /* a function entry may start with any byte but our own int3 */
-            if (peek_byte(pid, addr, &b) ||
-                (s->kind == SITE_FUNC ? b == 0xcc : b != site_first_byte[s->kind]))
+            if (peek_byte(pid, addr, &b))
+                continue;
+            if (b == 0xcc)
+                note_site_probed(sp, addr, s);
+            /* a function entry may start with any byte but an int3 */
+            if (s->kind == SITE_FUNC ? b == 0xcc : b != site_first_byte[s->kind])
                 continue;
             if (poke_byte(pid, addr, 0xcc))
                 continue;
@@ -524,35 +603,6 @@ static struct rec *rec_lookup(uint64_t addr, int space)
     return &recs[j];
 }
 
-/* Up to n bytes of the file mapped at `addr` in pid now, as the file holds
- * them (/proc/PID/maps names the file and its offset); 0 when no file is
- * mapped there. */
-static size_t mapped_file_bytes(pid_t pid, uint64_t addr, uint8_t *buf, size_t n)
-{
-    char *maps = read_maps(pid);
-    if (!maps)
-        return 0;
-    size_t got = 0;
-    for (char *line = strtok(maps, "\n"); line; line = strtok(NULL, "\n")) {
-        unsigned long lo, hi, off;
-        int pos = 0;
-        if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &off, &pos) < 3 || !pos ||
-            line[pos] != '/' || addr < lo || addr >= hi)
-            continue;
-        int fd = open(line + pos, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            if (addr + n > hi)
-                n = (size_t)(hi - addr);
-            ssize_t r = pread(fd, buf, n, (off_t)(off + (addr - lo)));
-            got = r > 0 ? (size_t)r : 0;
-            close(fd);
-        }
-        break;
-    }
-    free(maps);
-    return got;
-}
-
 /* Up to 15 bytes of code at `rip` in t's address space as the program wrote
  * them: whole mode's and the sites' int3s replaced by the bytes they cover,
  * and a kernel uprobe's int3 (see on_sigtrap) by the file's bytes: the
@@ -606,16 +656,6 @@ static struct rec *rec_at(struct thread *t, uint64_t rip)
     return r;
 }
 
-/* An int3 at addr that is neither ours nor the program's (its file holds
- * another byte there): a kernel uprobe. */
-static bool probed_at(struct thread *t, uint64_t addr)
-{
-    uint8_t b;
-    if (find_bp(t->sp, addr) || read_mem(t->tid, addr, &b, 1) != 1 || b != 0xcc)
-        return false;
-    const struct rec *r = rec_at(t, addr);
-    return r->len && r->bytes[0] != 0xcc;
-}
 
 #define OP_CPUID "\x0f\xa2"
 #define OP_XGETBV "\x0f\x01\xd0"
@@ -627,10 +667,44 @@ static bool rec_is(const struct rec *code, const char *op, size_t n)
     return code->len >= n && !memcmp(code->bytes, op, n);
 }
 
-/* Count one completed execution of the instruction at `rip` in thread t. */
+/* Whether unreadable code is the kernel's [uprobes] page: a probed
+ * function returns into its return-probe trampoline there (a uretprobe
+ * replaces the return address), which the kernel maps unreadable. */
+static bool in_uprobes_page(struct thread *t, struct rec *r)
+{
+    if (!r->page_known) {
+        struct maps_line m;
+        r->page_known = true;
+        r->uprobes_page = maps_line_at(t->tid, r->addr, &m) && !strcmp(m.name, "[uprobes]");
+    }
+    return r->uprobes_page;
+}
+
+/* A kernel uprobe at addr: an int3 that is neither ours nor the program's
+ * (its file holds another byte there), or the return-probe trampoline (on
+ * kernels where it is an int3, not the uretprobe syscall). */
+static bool probed_at(struct thread *t, uint64_t addr)
+{
+    struct rec *r = rec_at(t, addr);
+    if (r->len == 0)
+        return in_uprobes_page(t, r);
+    uint8_t b;
+    if (find_bp(t->sp, addr) || read_mem(t->tid, addr, &b, 1) != 1 || b != 0xcc)
+        return false;
+    return r->bytes[0] != 0xcc;
+}
+
+/* Count one completed execution of the instruction at `rip` in thread t;
+ * the kernel's own trampoline in [uprobes] is not the program's code (its
+ * bytes cannot be read either): only counted as stepped. */
 static void commit(struct thread *t, uint64_t rip)
 {
     struct rec *r = rec_at(t, rip);
+    if (r->len == 0 && in_uprobes_page(t, r)) {
+        n_steps++;
+        n_uprobe_tramp++;
+        return;
+    }
     bool again = rip == t->last_rip && has_rep_prefix(r->bytes, r->len);
     t->last_rip = rip;
     n_steps++;
@@ -1156,6 +1230,12 @@ static void write_output(const char *path, int exit_kind, int exit_val)
     fprintf(f, "syscall_r11_mended %" PRIu64 "\n", n_r11_mended);
     fprintf(f, "syscall_steps_undone %" PRIu64 "\n", n_syscall_undone);
     fprintf(f, "uprobe_steps %" PRIu64 "\n", n_uprobe_steps);
+    fprintf(f, "uprobe_trampoline_steps %" PRIu64 "\n", n_uprobe_tramp);
+    for (size_t i = 0; i < nprobed_sites; i++) {
+        const struct probed_site *p = &probed_sites[i];
+        fprintf(f, "site_probed %d %s %" PRIx64 " %" PRIx64 " %s\n", p->space,
+                site_kind_name[p->site->kind], p->addr, p->site->off, p->site->path);
+    }
     blocks_write_stats(f);
     for (size_t i = 0; i < nspaces; i++)
         fprintf(f, "space %d %d bps %zu fault %d\n", spaces[i]->id, (int)spaces[i]->tgid,

@@ -785,8 +785,12 @@ void whole_sys_enter(int space, pid_t tid, uint64_t nr, const uint64_t *args, ui
 {
     if (space < 0)
         return;
-    /* in every mode: whole_step_reset borrows it in stepped regions too */
-    if (ip >= 2 && jreg_at(space, ip - 2) < 0) {
+    /* in every mode: whole_step_reset borrows it in stepped regions too.
+     * Not the kernel's uprobe trampolines' `syscall` (uretprobe, uprobe):
+     * their [uprobes] page cannot be read, so an injection through it
+     * failed and a JIT region right after a probed function's return
+     * stayed closed (the program died of SIGSEGV). */
+    if (ip >= 2 && nr != NR_URETPROBE && nr != NR_UPROBE && jreg_at(space, ip - 2) < 0) {
         if ((size_t)space >= ngadget) {
             gadget = wrealloc(gadget, ((size_t)space + 1) * sizeof *gadget);
             memset(gadget + ngadget, 0, ((size_t)space + 1 - ngadget) * sizeof *gadget);

@@ -17,6 +17,9 @@ extern bool whole_enabled;
 #define NR_MREMAP 25
 #define NR_PKEY_MPROTECT 329
 #define NR_RT_SIGRETURN 15
+/* the kernel's uprobe trampolines' own syscalls (Linux 6.11+, 6.16+) */
+#define NR_URETPROBE 335
+#define NR_UPROBE 336
 /* mmap, mprotect, pkey_mprotect: the calls whose third argument, the
  * protection, can make memory executable */
 static inline bool may_map_code(uint64_t nr)

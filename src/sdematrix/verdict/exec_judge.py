@@ -74,8 +74,15 @@ def judge_exec(
     elif res.meta.get("truncated"):
         broken = Reason("a stepped region exceeded the step limit", Kind.BACKEND_ERROR)
     elif res.region != "whole" and res.meta.get("regions", 0) == 0:
+        entries = [x for x in res.meta.get("sites_probed", []) if x.startswith("func ")]
+        why = (
+            f"; the host kernel probes its entry (a uprobe's int3 at {entries[0][5:]}), where"
+            " the tracer's own breakpoint would go: remove the uprobe or pick a caller"
+            if entries
+            else ""
+        )
         broken = Reason(
-            f"empty region: {res.region} never entered (no evidence is not a pass)", Kind.MIX
+            f"empty region: {res.region} never entered (no evidence is not a pass){why}", Kind.MIX
         )
     applicable = [e for e in exps if e.applies_to(model)]
     if broken is not None:
@@ -166,6 +173,10 @@ def summary_line(o: ExecOutcome) -> str:
         )
     if r.meta.get("uprobed"):
         line += _uprobed_line(r.meta, o.model)
+    if r.meta.get("sites_probed"):
+        line += "\n    kernel uprobes on sites the tracer cannot break on: " + ", ".join(
+            r.meta["sites_probed"][:5]
+        )
     if o.status != "pass":
         line += "\n" + "\n".join(f"    - {x}" for x in o.reasons[:shown])
         if len(o.reasons) > shown:

@@ -25,8 +25,10 @@ from sdematrix.backends.probe import probe_path
 from sdematrix.backends.qemu.backend import QemuBackend
 
 # probed() starts with VPADDD (AVX2), the instruction the uprobe sits on,
-# then VZEROUPPER (AVX); argv[1] "jit" then runs VPADDD from anonymous
-# memory made executable by mprotect (W^X), after the [uprobes] page exists.
+# then VZEROUPPER (AVX).  argv[1] "jit" also runs VPADDD from anonymous
+# memory made executable by mprotect (W^X), each time right after probed()
+# returns: under a return probe, the last syscall before the JIT code is
+# the kernel trampoline's.
 UPROBED_C = r"""
 #include <stdio.h>
 #include <string.h>
@@ -37,8 +39,7 @@ __asm__(".text\n.globl probed\n.type probed,@function\nprobed:\n"
 void probed(void);
 int main(int argc, char **argv)
 {
-    for (int i = 0; i < 3; i++)
-        probed();
+    void (*jit)(void) = NULL;
     if (argc > 1 && !strcmp(argv[1], "jit")) {
         static const unsigned char code[] = {0xc5, 0xfd, 0xfe, 0xc1, 0xc3};
         unsigned char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
@@ -48,8 +49,12 @@ int main(int argc, char **argv)
         memcpy(p, code, sizeof code);
         if (mprotect(p, 4096, PROT_READ | PROT_EXEC))
             return 4;
-        for (int i = 0; i < 3; i++)
-            ((void (*)(void))p)();
+        jit = (void (*)(void))p;
+    }
+    for (int i = 0; i < 3; i++) {
+        probed();
+        if (jit)
+            jit();
     }
     printf("probed ran\n");
     return 0;
@@ -105,6 +110,61 @@ def test_a_stepped_instruction_under_a_uprobe_completes(
 
 @needs_ptrace
 @needs("gcc")
+def test_a_return_probes_trampoline_is_stepped_through_not_checked(tmp_path: Path) -> None:
+    """A return probe sends probed()'s return through the kernel's
+    trampoline in the [uprobes] page, which the kernel maps unreadable: a
+    region stepping through it recorded its instructions without bytes,
+    and hsw failed a correct program on eight INVALIDs.  Now those steps
+    are counted as the kernel's (meta uprobe_trampoline_steps) and the
+    verdicts are the program's own."""
+    where = tracefs_or_reason()
+    if isinstance(where, str):
+        pytest.skip(where)
+    exe = build_c(tmp_path, "uprobed", UPROBED_C)
+    out = tmp_path / "out"
+    with uprobe(where, exe, "probed", ret=True) as probe:
+        p = sdematrix(
+            "exec", "--cpu", "nhm,hsw", "--region", "function:main", "--out", str(out),
+            "--", str(exe),
+        )  # fmt: skip
+        assert probe.hits() == 6
+    assert p.returncode == 1, p.stdout + p.stderr
+    res = read_models(out)
+    assert res["hsw"]["status"] == "pass" and res["hsw"]["violations"] == [], res["hsw"]
+    assert [v["mnemonic"] for v in res["nhm"]["violations"]] == ["VPADDD", "VZEROUPPER"]
+    for r in res.values():
+        assert r["meta"]["uprobe_trampoline_steps"] > 0 and r["meta"]["uprobe_steps"] == 3
+    fn = {f["name"]: f["by_mnemonic"] for f in mix(out, "hsw")["functions"]}
+    assert fn["probed"] == {"VPADDD": 3, "VZEROUPPER": 3, "RET": 3}, fn["probed"]
+    assert "?" not in {f["image"] for f in mix(out, "hsw")["functions"]}
+
+
+@needs_ptrace
+@needs("gcc")
+def test_a_function_region_whose_entry_is_probed_says_why_it_is_empty(
+    tmp_path: Path, probed: tuple[Path, Uprobe]
+) -> None:
+    """The kernel's int3 on probed()'s entry leaves no room for the
+    tracer's: the region is never entered.  The error says so, naming the
+    probe, instead of a bare "never entered"."""
+    exe, _probe = probed
+    out = tmp_path / "out"
+    p = sdematrix(
+        "exec", "--cpu", "hsw", "--region", "function:probed", "--out", str(out), "--", str(exe)
+    )
+    assert p.returncode != 0
+    hsw = read_models(out)["hsw"]
+    assert hsw["status"] == "error"
+    (why,) = hsw["reasons"]
+    assert why.startswith(
+        "empty region: function:probed never entered (no evidence is not a pass); the host"
+        f" kernel probes its entry (a uprobe's int3 at probed in {exe}+0x"
+    ), why
+    assert hsw["meta"]["sites_probed"] == ["func " + why.split("int3 at ", 1)[1].split(")")[0]]
+
+
+@needs_ptrace
+@needs("gcc")
 def test_whole_mode_names_the_probed_instructions_it_cannot_see(
     tmp_path: Path, probed: tuple[Path, Uprobe]
 ) -> None:
@@ -131,17 +191,25 @@ def test_whole_mode_names_the_probed_instructions_it_cannot_see(
 
 @needs_ptrace
 @needs("gcc")
-def test_the_kernels_uprobes_page_is_not_taken_for_jit_code(
-    tmp_path: Path, probed: tuple[Path, Uprobe]
-) -> None:
+@pytest.mark.parametrize("ret", [False, True], ids=["entry-probe", "return-probe"])
+def test_the_kernels_uprobes_page_is_not_taken_for_jit_code(tmp_path: Path, ret: bool) -> None:
     """The [uprobes] page is executable and has no file: whole mode took it
     for JIT code and tried to take PROT_EXEC from it.  Kernels that seal
     their system mappings refuse (counted as an anonymous executable
     mapping left unchecked); others allow it, which broke the probe and
-    counted a second JIT region.  The program's one JIT region is all."""
-    exe, _probe = probed
+    counted a second JIT region.  Under a return probe, the trampoline's
+    own `syscall` also became the one the tracer injects its mprotect
+    through, which cannot be read: the JIT region after probed()'s return
+    stayed closed and the program died of SIGSEGV.  The program's one JIT
+    region is all, entered three times."""
+    where = tracefs_or_reason()
+    if isinstance(where, str):
+        pytest.skip(where)
+    exe = build_c(tmp_path, "uprobed", UPROBED_C)
     out = tmp_path / "out"
-    p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), "jit")
+    with uprobe(where, exe, "probed", ret=ret) as probe:
+        p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), "jit")
+        assert probe.hits() == 6
     assert p.returncode == 1, p.stderr
     for name, r in read_models(out).items():
         meta = r["meta"]
@@ -157,6 +225,7 @@ def test_the_kernels_uprobes_page_is_not_taken_for_jit_code(
             name,
             got,
         )
+        assert r["exit_code"] == 0 and meta["jit_failed"] == 0, (name, r["exit_code"], meta)
     assert (out / "hsw" / "stdout").read_text() == "probed ran\n"
 
 

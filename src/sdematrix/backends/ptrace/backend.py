@@ -268,6 +268,9 @@ class TracerOutput:
     # kernel runs them out of line): space, addr, the file's code
     probed: list[tuple[int, int, bytes]] = field(default_factory=list)
     uprobe_steps: int = 0  # steps the kernel reported for a probed instruction
+    uprobe_trampoline_steps: int = 0  # steps in the kernel's return-probe trampoline
+    # sites under a kernel uprobe, never armed: space, kind, address, file offset, path
+    sites_probed: list[tuple[int, str, int, int, str]] = field(default_factory=list)
     whole: dict[str, int] = field(default_factory=dict)  # planted, traps, seen, anon_exec
     nobounds: list[str] = field(default_factory=list)  # exec images without boundary data
     exit_kind: str | None = None  # "code" | "signal"
@@ -318,6 +321,11 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 out.whole[key[len("whole_") :]] = int(parts[1])
             elif key == "whole_nobounds":
                 out.nobounds.append(lines[i - 1].split(" ", 1)[1])
+            elif key == "site_probed":
+                path = lines[i - 1].split(" ", 5)[5]
+                out.sites_probed.append(
+                    (int(parts[1]), parts[2], int(parts[3], 16), int(parts[4], 16), path)
+                )
             elif key == "tzcnt_zero":
                 out.tzcnt_zero.append((int(parts[1]), int(parts[2], 16), int(parts[3])))
             elif key == "sigill":
@@ -341,6 +349,7 @@ def parse_tracer_output(text: str) -> TracerOutput:
                 "block_insns",
                 "blocks_interrupted",
                 "uprobe_steps",
+                "uprobe_trampoline_steps",
             ):
                 setattr(out, key, int(parts[1]))
             elif key == "unscanned":
