@@ -289,8 +289,10 @@ static void note_probed(const struct wspace *s, uint64_t addr, struct wimage *im
     wprobed[nwprobed++] = (struct wprobed){space, addr, im, i};
 }
 
-/* Plant int3s on the unseen instruction starts of one mapping. */
-static void plant(struct wspace *s, pid_t pid, struct wmap *m)
+/* Plant int3s on the unseen instruction starts of one mapping.  `fresh`:
+ * no int3 of ours can be in it yet (its memory is as mapped from the file),
+ * so an int3 the file does not hold, away from the sites, is a uprobe's. */
+static void plant(struct wspace *s, pid_t pid, struct wmap *m, bool fresh)
 {
     struct wimage *im = m->img;
     size_t len = (size_t)(m->hi - m->lo);
@@ -321,7 +323,7 @@ static void plant(struct wspace *s, pid_t pid, struct wmap *m)
             continue;
         /* the mapping must hold the file's byte (a site's int3, a relocated
          * or rewritten byte: leave it alone); a file 0xCC is never ours */
-        if (mem[rel] == 0xcc && file[rel] != 0xcc && !is_site(im->path, im->offs[i]))
+        if (fresh && mem[rel] == 0xcc && file[rel] != 0xcc && !is_site(im->path, im->offs[i]))
             note_probed(s, m->lo + rel, im, i);
         if (mem[rel] != file[rel] || file[rel] == 0xcc)
             continue;
@@ -342,6 +344,8 @@ static void plant(struct wspace *s, pid_t pid, struct wmap *m)
     free(mem);
     free(file);
 }
+
+static bool wmaps_cut(struct wspace *s, uint64_t lo, uint64_t hi);
 
 void whole_arm(int space, pid_t pid)
 {
@@ -392,15 +396,15 @@ void whole_arm(int space, pid_t pid)
                 known = true;
         if (known)
             continue;
-        /* a new mapping replaces any stale one overlapping it */
-        for (size_t i = 0; i < s->nmaps;)
-            if (s->maps[i].lo < hi && lo < s->maps[i].hi)
-                s->maps[i] = s->maps[--s->nmaps];
-            else
-                i++;
+        /* a new line replaces the parts of older ones it overlaps: the
+         * same memory seen again (an mprotect split or joined its line;
+         * memory that was replaced left the mappings in whole_unmapped),
+         * with int3s planted already.  Only memory never planted is fresh
+         * from the file. */
+        bool fresh = !wmaps_cut(s, lo, hi);
         s->maps = wrealloc(s->maps, (s->nmaps + 1) * sizeof *s->maps);
         s->maps[s->nmaps] = (struct wmap){lo, hi, off, im};
-        plant(s, pid, &s->maps[s->nmaps]);
+        plant(s, pid, &s->maps[s->nmaps], fresh);
         s->nmaps++;
     }
     fclose(f);
@@ -417,13 +421,20 @@ void whole_unmapped(int space, uint64_t lo, uint64_t hi)
 {
     if ((size_t)space >= nwspaces || hi <= lo)
         return;
-    struct wspace *s = &wspaces[space];
+    wmaps_cut(&wspaces[space], lo, hi);
+}
+
+/* Cut [lo, hi) out of the space's image mappings; true when any overlapped. */
+static bool wmaps_cut(struct wspace *s, uint64_t lo, uint64_t hi)
+{
+    bool any = false;
     for (size_t i = 0; i < s->nmaps;) {
         struct wmap m = s->maps[i];
         if (m.hi <= lo || hi <= m.lo) {
             i++;
             continue;
         }
+        any = true;
         s->maps[i] = s->maps[--s->nmaps]; /* order does not matter */
         struct wmap parts[2];
         size_t n = 0;
@@ -437,6 +448,7 @@ void whole_unmapped(int space, uint64_t lo, uint64_t hi)
             s->nmaps += n;
         }
     }
+    return any;
 }
 
 static struct wmap *map_at(struct wspace *s, uint64_t addr)

@@ -617,7 +617,11 @@ def test_jit_code_is_chip_checked(tmp_path: Path, how: str) -> None:
         v[0]["reason"] == "AVX2 not in model nhm; ISA set AVX2" and v[0]["bytes_hex"] == "c5fdfec1"
     )
     meta = res["nhm"]["meta"]
-    assert meta["jit_regions"] == 1 and meta["jit_entries"] == 3 and meta["jit_steps"] == 9, meta
+    jit = ("jit_regions", "jit_entries", "jit_steps", "jit_failed", "anon_exec_mappings")
+    # the whole of what this host's run says about JIT code and uprobes, if
+    # it differs (a CI host once counted a second JIT region here)
+    seen = {k: v for k, v in meta.items() if k.startswith(("jit_", "anon_", "uprobe", "sites_"))}
+    assert {k: meta[k] for k in jit} == dict(zip(jit, (1, 3, 9, 0, 0), strict=True)), seen
     assert (out / "nhm" / "stdout").read_text() == "jit ran\n"
 
 

@@ -229,6 +229,49 @@ def test_the_kernels_uprobes_page_is_not_taken_for_jit_code(tmp_path: Path, ret:
     assert (out / "hsw" / "stdout").read_text() == "probed ran\n"
 
 
+# Makes its own text page writable and executable again (as hot patchers
+# do): the maps line of its text splits and comes back, the same memory,
+# with the tracer's int3s already in it.
+RESPLIT_C = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+/* two more pages of text, so that twice's page is a part of the mapping */
+__asm__(".text\n.p2align 12\npadding:\n.fill 8192, 1, 0xc3\n");
+int twice(int x) { return 2 * x; }
+int main(void)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    void *page = (void *)((uintptr_t)&twice & ~(uintptr_t)(pg - 1));
+    if (mprotect(page, pg, PROT_READ | PROT_WRITE | PROT_EXEC) ||
+        mprotect(page, pg, PROT_READ | PROT_EXEC))
+        return 3;
+    printf("%d\n", twice(21));
+    return 0;
+}
+"""
+
+
+@needs_ptrace
+@needs("gcc")
+def test_the_tracers_own_int3s_are_never_taken_for_a_uprobes(tmp_path: Path) -> None:
+    """Whole mode plants a mapping again when its maps line changes shape
+    (an mprotect split it); the memory then holds the tracer's own int3s,
+    which the first uprobe listing took for the kernel's: unseen starts of
+    the image were "probed" (and the list's quadratic bookkeeping made
+    `sdematrix exec --cpu spr -- python3 -c "import numpy"` outlast a
+    120 s timeout; 20 s before and after).  Only memory fresh from the
+    file is looked at, also for the later lines of a split mapping."""
+    exe = build_c(tmp_path, "resplit", RESPLIT_C)
+    out = tmp_path / "out"
+    p = sdematrix("exec", "--cpu", "hsw", "--out", str(out), "--", str(exe))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (out / "hsw" / "stdout").read_text() == "42\n"
+    meta = read_models(out)["hsw"]["meta"]
+    assert "uprobed" not in meta and "sites_probed" not in meta, meta.get("uprobed")
+
+
 def test_uprobe_helper_offsets_are_file_offsets(tmp_path: Path) -> None:
     """The probe goes on the symbol's bytes in the file (segment vaddr and
     file offset differ in PIE executables' later segments)."""
