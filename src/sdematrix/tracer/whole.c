@@ -42,7 +42,6 @@
  */
 #include "whole.h"
 
-#include "profile.h"
 #include "trapflag.h"
 #include "tzcnt.h"
 
@@ -252,14 +251,25 @@ static size_t lower_bound(const struct wimage *im, uint64_t v)
     return lo;
 }
 
-/* A CPUID / XGETBV / mark / function site of the profile at file offset
- * `off` of `path`: tracer.c's own int3 may be there. */
+/* The profile's sites (CPUID / XGETBV / mark / function; whole_site):
+ * tracer.c's own int3s may be on them. */
+struct wsite {
+    const char *path;
+    uint64_t off;
+};
+static struct wsite *wsites;
+static size_t nwsites;
+
+void whole_site(const char *path, uint64_t off)
+{
+    wsites = wrealloc(wsites, (nwsites + 1) * sizeof *wsites);
+    wsites[nwsites++] = (struct wsite){path, off};
+}
+
 static bool is_site(const char *path, uint64_t off)
 {
-    size_t n;
-    const struct site *sites = profile_sites(&n);
-    for (size_t k = 0; k < n; k++)
-        if (sites[k].off == off && !strcmp(sites[k].path, path))
+    for (size_t k = 0; k < nwsites; k++)
+        if (wsites[k].off == off && !strcmp(wsites[k].path, path))
             return true;
     return false;
 }

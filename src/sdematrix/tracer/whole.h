@@ -38,6 +38,9 @@ static inline uint64_t page_up(uint64_t len)
 
 /* profile record `bounds BINFILE PATH` (rest = "BINFILE PATH"); -1 if bad */
 int whole_load_bounds(const char *rest);
+/* a profile site at file offset `off` of `path` (kept, not copied): the
+ * tracer's own int3 may be there, not a uprobe's */
+void whole_site(const char *path, uint64_t off);
 /* a new address space (exec, fork); copy_from: the forking space or -1 */
 void whole_new_space(int space, pid_t tgid, int copy_from);
 /* plant first-visit int3s in every executable image mapping of the process */
