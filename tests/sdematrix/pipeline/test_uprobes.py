@@ -10,14 +10,13 @@ saying which."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _uprobes import Uprobe, tracefs_or_reason, uprobe
+from _uprobes import Uprobe, file_offset, tracefs_or_reason, uprobe
 from doubles.sdematrix_cli import SHIPPED_MATRIX, read_models, skip_unless_ptrace_runs
 from test_exec import build_c, mix, needs, needs_ptrace, sdematrix
 
@@ -37,6 +36,7 @@ __asm__(".text\n.globl probed\n.type probed,@function\nprobed:\n"
         "    vpaddd %ymm1, %ymm0, %ymm0\n    vzeroupper\n    ret\n"
         ".size probed, .-probed\n");
 void probed(void);
+int marker = 0x5eed5eed; /* in the data segment: its vaddr is not its offset */
 int main(int argc, char **argv)
 {
     void (*jit)(void) = NULL;
@@ -63,14 +63,25 @@ int main(int argc, char **argv)
 
 
 @pytest.fixture
-def probed(tmp_path: Path) -> Iterator[tuple[Path, Uprobe]]:
-    """UPROBED_C built, with a uprobe on probed()'s VPADDD."""
+def tracefs() -> Path:
+    """The tracefs directory to put uprobes in (skips, saying why, where
+    this host cannot)."""
     where = tracefs_or_reason()
     if isinstance(where, str):
         pytest.skip(where)
-    exe = build_c(tmp_path, "uprobed", UPROBED_C)
-    with uprobe(where, exe, "probed") as probe:
-        yield exe, probe
+    return where
+
+
+@pytest.fixture
+def uprobed_exe(tmp_path: Path) -> Path:
+    return build_c(tmp_path, "uprobed", UPROBED_C)
+
+
+@pytest.fixture
+def probed(tracefs: Path, uprobed_exe: Path) -> Iterator[tuple[Path, Uprobe]]:
+    """UPROBED_C built, with a uprobe on probed()'s VPADDD."""
+    with uprobe(tracefs, uprobed_exe, "probed") as probe:
+        yield uprobed_exe, probe
 
 
 @needs_ptrace
@@ -110,19 +121,18 @@ def test_a_stepped_instruction_under_a_uprobe_completes(
 
 @needs_ptrace
 @needs("gcc")
-def test_a_return_probes_trampoline_is_stepped_through_not_checked(tmp_path: Path) -> None:
+def test_a_return_probes_trampoline_is_stepped_through_not_checked(
+    tmp_path: Path, tracefs: Path, uprobed_exe: Path
+) -> None:
     """A return probe sends probed()'s return through the kernel's
     trampoline in the [uprobes] page, which the kernel maps unreadable: a
     region stepping through it recorded its instructions without bytes,
     and hsw failed a correct program on eight INVALIDs.  Now those steps
     are counted as the kernel's (meta uprobe_trampoline_steps) and the
     verdicts are the program's own."""
-    where = tracefs_or_reason()
-    if isinstance(where, str):
-        pytest.skip(where)
-    exe = build_c(tmp_path, "uprobed", UPROBED_C)
+    exe = uprobed_exe
     out = tmp_path / "out"
-    with uprobe(where, exe, "probed", ret=True) as probe:
+    with uprobe(tracefs, exe, "probed", ret=True) as probe:
         p = sdematrix(
             "exec", "--cpu", "nhm,hsw", "--region", "function:main", "--out", str(out),
             "--", str(exe),
@@ -192,7 +202,9 @@ def test_whole_mode_names_the_probed_instructions_it_cannot_see(
 @needs_ptrace
 @needs("gcc")
 @pytest.mark.parametrize("ret", [False, True], ids=["entry-probe", "return-probe"])
-def test_the_kernels_uprobes_page_is_not_taken_for_jit_code(tmp_path: Path, ret: bool) -> None:
+def test_the_kernels_uprobes_page_is_not_taken_for_jit_code(
+    tmp_path: Path, tracefs: Path, uprobed_exe: Path, ret: bool
+) -> None:
     """The [uprobes] page is executable and has no file: whole mode took it
     for JIT code and tried to take PROT_EXEC from it.  Kernels that seal
     their system mappings refuse (counted as an anonymous executable
@@ -202,12 +214,9 @@ def test_the_kernels_uprobes_page_is_not_taken_for_jit_code(tmp_path: Path, ret:
     through, which cannot be read: the JIT region after probed()'s return
     stayed closed and the program died of SIGSEGV.  The program's one JIT
     region is all, entered three times."""
-    where = tracefs_or_reason()
-    if isinstance(where, str):
-        pytest.skip(where)
-    exe = build_c(tmp_path, "uprobed", UPROBED_C)
+    exe = uprobed_exe
     out = tmp_path / "out"
-    with uprobe(where, exe, "probed", ret=ret) as probe:
+    with uprobe(tracefs, exe, "probed", ret=ret) as probe:
         p = sdematrix("exec", "--cpu", "nhm,hsw", "--out", str(out), "--", str(exe), "jit")
         assert probe.hits() == 6
     assert p.returncode == 1, p.stderr
@@ -276,28 +285,23 @@ def test_the_tracers_own_int3s_are_never_taken_for_a_uprobes(tmp_path: Path, mod
     assert "uprobed" not in meta and "sites_probed" not in meta, meta.get("uprobed")
 
 
-def test_uprobe_helper_offsets_are_file_offsets(tmp_path: Path) -> None:
-    """The probe goes on the symbol's bytes in the file (segment vaddr and
-    file offset differ in PIE executables' later segments)."""
-    from _uprobes import file_offset
-
-    exe = build_c(tmp_path, "uprobed", UPROBED_C)
-    data = exe.read_bytes()
-    off = file_offset(exe, "probed")
+def test_uprobe_helper_offsets_are_file_offsets(uprobed_exe: Path) -> None:
+    """A uprobe names a file offset: the symbol's bytes in the file, also in
+    a segment whose address is not its offset (the data segment here)."""
+    data = uprobed_exe.read_bytes()
+    off = file_offset(uprobed_exe, "probed")
     assert data[off : off + 4] == bytes.fromhex("c5fdfec1")
-    assert os.path.getsize(exe) > off
+    off = file_offset(uprobed_exe, "marker")
+    assert data[off : off + 4] == (0x5EED5EED).to_bytes(4, "little")
 
 
 @pytest.fixture
-def probe_copy(tmp_path: Path) -> tuple[Path, Path]:
+def probe_copy(tmp_path: Path, tracefs: Path) -> tuple[Path, Path]:
     """vc-probe copied into tmp_path (its own inode: a uprobe on it reaches
     no other test's probe) and the tracefs directory to probe it with."""
-    where = tracefs_or_reason()
-    if isinstance(where, str):
-        pytest.skip(where)
     probe = tmp_path / "vc-probe"
     shutil.copy2(probe_path(), probe)
-    return probe, where
+    return probe, tracefs
 
 
 def run_hsw(out: Path, probe: Path, backend: str) -> subprocess.CompletedProcess[str]:
