@@ -36,8 +36,8 @@
  *
  * Output lines (written by whole_write): `whole_planted N`, `whole_traps N`,
  * `whole_seen N`, `whole_anon_exec N`, `whole_nobounds PATH`, one
- * `probed SPACE ADDR HEXBYTES` per instruction start under a kernel uprobe
- * that no stop saw run (see note_probed), then one `seen SPACE ADDR HEXBYTES`
+ * `probed SPACE ADDR FILEOFFSET HEXBYTES PATH` per instruction start under a
+ * kernel uprobe that no stop saw run (see note_probed), then one `seen SPACE ADDR HEXBYTES`
  * per distinct instruction.
  */
 #include "whole.h"
@@ -633,10 +633,10 @@ void whole_write(FILE *f, uint64_t asked)
         ssize_t n = pread(p->img->fd, code, sizeof code, (off_t)p->img->offs[p->idx]);
         if (seen_bit(p->img, p->idx) || n <= 0)
             continue;
-        fprintf(f, "probed %d %" PRIx64 " ", p->space, p->addr);
+        fprintf(f, "probed %d %" PRIx64 " %" PRIx32 " ", p->space, p->addr, p->img->offs[p->idx]);
         for (ssize_t k = 0; k < n; k++)
             fprintf(f, "%02x", code[k]);
-        fputc('\n', f);
+        fprintf(f, " %s\n", p->img->path);
     }
     for (size_t i = 0; i < nwseen; i++) {
         fprintf(f, "seen %d %" PRIx64 " ", wseen[i].space, wseen[i].addr);

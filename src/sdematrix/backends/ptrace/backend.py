@@ -265,8 +265,9 @@ class TracerOutput:
     # whole-process mode (--whole): every distinct instruction seen once
     seen: list[tuple[int, int, bytes]] = field(default_factory=list)  # space, addr, code
     # instruction starts under a kernel uprobe that no stop saw run (the
-    # kernel runs them out of line): space, addr, the file's code
-    probed: list[tuple[int, int, bytes]] = field(default_factory=list)
+    # kernel runs them out of line): space, addr, the file's code, file
+    # offset, path
+    probed: list[tuple[int, int, bytes, int, str]] = field(default_factory=list)
     uprobe_steps: int = 0  # steps the kernel reported for a probed instruction
     uprobe_trampoline_steps: int = 0  # steps in the kernel's return-probe trampoline
     # sites under a kernel uprobe, never armed: space, kind, address, file offset, path
@@ -314,9 +315,20 @@ def parse_tracer_output(text: str) -> TracerOutput:
             elif key == "insn":
                 code = bytes.fromhex(parts[4]) if len(parts) > 4 else b""
                 out.insns.append((int(parts[1]), int(parts[2], 16), int(parts[3]), code))
-            elif key in ("seen", "probed"):
+            elif key == "seen":
                 code = bytes.fromhex(parts[3]) if len(parts) > 3 else b""
-                getattr(out, key).append((int(parts[1]), int(parts[2], 16), code))
+                out.seen.append((int(parts[1]), int(parts[2], 16), code))
+            elif key == "probed":
+                path = lines[i - 1].split(" ", 5)[5]
+                out.probed.append(
+                    (
+                        int(parts[1]),
+                        int(parts[2], 16),
+                        bytes.fromhex(parts[4]),
+                        int(parts[3], 16),
+                        path,
+                    )
+                )
             elif key in ("whole_planted", "whole_traps", "whole_seen", "whole_anon_exec"):
                 out.whole[key[len("whole_") :]] = int(parts[1])
             elif key == "whole_nobounds":
