@@ -32,6 +32,8 @@ static size_t nimages;
 /* the image server (`ask REQFD RESPFD`) and how often it answered */
 static FILE *ask_req, *ask_resp;
 static uint64_t n_asked;
+/* the profile's names of the site kinds, in enum site_kind's order */
+const char *const site_kind_names[4] = {"cpuid", "xgetbv", "mark", "func"};
 
 static int set_server(const char *rest)
 {
@@ -105,16 +107,13 @@ void profile_record(const char *line, const char *where)
         if (sscanf(line + 5, "%15s %" SCNx64 " %n", kind, &off, &pos) != 2 || !pos)
             die("%s: bad site line", where);
         struct site s = {.off = off, .path = strdup(line + 5 + pos)};
-        if (!strcmp(kind, "cpuid"))
-            s.kind = SITE_CPUID;
-        else if (!strcmp(kind, "xgetbv"))
-            s.kind = SITE_XGETBV;
-        else if (!strcmp(kind, "mark"))
-            s.kind = SITE_MARK;
-        else if (!strcmp(kind, "func"))
-            s.kind = SITE_FUNC;
-        else
+        size_t k = 0;
+        while (k < sizeof site_kind_names / sizeof *site_kind_names &&
+               strcmp(kind, site_kind_names[k]))
+            k++;
+        if (k == sizeof site_kind_names / sizeof *site_kind_names)
             die("%s: unknown site kind %s", where, kind);
+        s.kind = (enum site_kind)k;
         if (nsites == capsites)
             sites = xrealloc(sites, (capsites = capsites * 2 + 64) * sizeof *sites);
         sites[nsites++] = s;

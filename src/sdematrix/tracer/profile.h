@@ -7,6 +7,8 @@
 #include <stdint.h>
 
 enum site_kind { SITE_CPUID, SITE_XGETBV, SITE_MARK, SITE_FUNC };
+/* each kind's name in profile `site` records and output `site_probed` lines */
+extern const char *const site_kind_names[4];
 
 struct leaf {
     uint32_t leaf, sub, a, b, c, d;

@@ -371,7 +371,6 @@ struct probed_site {
 };
 static struct probed_site *probed_sites;
 static size_t nprobed_sites;
-static const char *const site_kind_name[] = {"cpuid", "xgetbv", "mark", "func"};
 
 static void note_site_probed(const struct space *sp, uint64_t addr, const struct site *s)
 {
@@ -655,7 +654,6 @@ static struct rec *rec_at(struct thread *t, uint64_t rip)
     r->gen = gen;
     return r;
 }
-
 
 #define OP_CPUID "\x0f\xa2"
 #define OP_XGETBV "\x0f\x01\xd0"
@@ -1234,7 +1232,7 @@ static void write_output(const char *path, int exit_kind, int exit_val)
     for (size_t i = 0; i < nprobed_sites; i++) {
         const struct probed_site *p = &probed_sites[i];
         fprintf(f, "site_probed %d %s %" PRIx64 " %" PRIx64 " %s\n", p->space,
-                site_kind_name[p->site->kind], p->addr, p->site->off, p->site->path);
+                site_kind_names[p->site->kind], p->addr, p->site->off, p->site->path);
     }
     blocks_write_stats(f);
     for (size_t i = 0; i < nspaces; i++)
