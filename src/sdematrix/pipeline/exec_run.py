@@ -338,8 +338,9 @@ def _probed_check(traced: TracerOutput, model: CpuModel, locate_in: Locator) -> 
     uprobe that no stop saw run: the kernel takes the probe's int3 itself
     and runs the probed instruction out of line, so whole mode cannot tell
     whether they ran; their file bytes are checked against the model
-    instead (meta ``uprobed``, where: ``uprobed_at`` as PATH+OFFSET, and
-    ``uprobed_outside_model``: then the verdict is not proven).  Sites under a uprobe (``sites_probed``)."""
+    instead (meta ``uprobed_at``, each as PATH+OFFSET, ``uprobed`` how many,
+    and ``uprobed_outside_model``: then the verdict is not proven).  Sites
+    under a uprobe (``sites_probed``)."""
     meta: dict[str, Any] = {}
     if traced.sites_probed:
         # sites the tracer could not break on (a function region's entry,
@@ -349,15 +350,16 @@ def _probed_check(traced: TracerOutput, model: CpuModel, locate_in: Locator) -> 
             for s, kind, a, off, path in traced.sites_probed
         ]
     if traced.probed:
-        _mix, outside, n = whole_checked_mix(
+        _mix, outside, _n = whole_checked_mix(
             "ptrace",
             [(s, a, c, 1) for s, a, c, _off, _path in traced.probed],
             locate_in,
             model,
             isa_in_reason=True,
         )
-        meta["uprobed"] = n
-        meta["uprobed_at"] = [f"{path}+{off:#x}" for _s, _a, _c, off, path in traced.probed]
+        # one place per file offset, whichever processes mapped the file
+        at = sorted({f"{path}+{off:#x}" for _s, _a, _c, off, path in traced.probed})
+        meta["uprobed"], meta["uprobed_at"] = len(at), at
         meta["uprobed_outside_model"] = [v.describe() for v in outside]
     return meta
 

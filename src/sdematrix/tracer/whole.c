@@ -37,8 +37,8 @@
  * Output lines (written by whole_write): `whole_planted N`, `whole_traps N`,
  * `whole_seen N`, `whole_anon_exec N`, `whole_nobounds PATH`, one
  * `probed SPACE ADDR FILEOFFSET HEXBYTES PATH` per instruction start under a
- * kernel uprobe that no stop saw run (see note_probed), then one `seen SPACE ADDR HEXBYTES`
- * per distinct instruction.
+ * kernel uprobe that no stop saw run (see note_probed), then one
+ * `seen SPACE ADDR HEXBYTES` per distinct instruction.
  */
 #include "whole.h"
 
@@ -331,10 +331,10 @@ static void plant(struct wspace *s, pid_t pid, struct wmap *m, bool fresh)
         size_t rel = im->offs[i] - m->off;
         if (rel >= have || seen_bit(im, i))
             continue;
-        /* the mapping must hold the file's byte (a site's int3, a relocated
-         * or rewritten byte: leave it alone); a file 0xCC is never ours */
         if (fresh && mem[rel] == 0xcc && file[rel] != 0xcc && !is_site(im->path, im->offs[i]))
             note_probed(s, m->lo + rel, im, i);
+        /* the mapping must hold the file's byte (a site's int3, a relocated
+         * or rewritten byte: leave it alone); a file 0xCC is never ours */
         if (mem[rel] != file[rel] || file[rel] == 0xcc)
             continue;
         mem[rel] = 0xcc;
@@ -629,9 +629,11 @@ void whole_write(FILE *f, uint64_t asked)
         fprintf(f, "whole_nobounds %s\n", nobounds[i]);
     for (size_t i = 0; i < nwprobed; i++) {
         const struct wprobed *p = &wprobed[i];
+        if (seen_bit(p->img, p->idx)) /* stepped in a region after all */
+            continue;
         uint8_t code[15];
         ssize_t n = pread(p->img->fd, code, sizeof code, (off_t)p->img->offs[p->idx]);
-        if (seen_bit(p->img, p->idx) || n <= 0)
+        if (n <= 0)
             continue;
         fprintf(f, "probed %d %" PRIx64 " %" PRIx32 " ", p->space, p->addr, p->img->offs[p->idx]);
         for (ssize_t k = 0; k < n; k++)
