@@ -117,7 +117,6 @@ void profile_record(const char *line, const char *where)
         if (nsites == capsites)
             sites = xrealloc(sites, (capsites = capsites * 2 + 64) * sizeof *sites);
         sites[nsites++] = s;
-        whole_site(s.path, s.off);
     } else {
         /* block-stepping records (blocks.c): `blocks PATH` then `b ...` lines */
         int b = blocks_profile_line(line);

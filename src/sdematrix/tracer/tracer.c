@@ -431,7 +431,9 @@ static void arm_space(struct space *sp, pid_t pid)
     }
     free(maps);
     if (whole_enabled) {
-        whole_arm(sp->id, pid);
+        size_t nsites;
+        const struct site *sites = profile_sites(&nsites);
+        whole_arm(sp->id, pid, sites, nsites);
         merge_maps(sp, pid);
     }
 }
@@ -698,14 +700,13 @@ static bool probed_at(struct thread *t, uint64_t addr)
 static void commit(struct thread *t, uint64_t rip)
 {
     struct rec *r = rec_at(t, rip);
+    n_steps++;
     if (r->len == 0 && in_uprobes_page(t, r)) {
-        n_steps++;
         n_uprobe_tramp++;
         return;
     }
     bool again = rip == t->last_rip && has_rep_prefix(r->bytes, r->len);
     t->last_rip = rip;
-    n_steps++;
     if (whole_enabled && r->count == 0)
         whole_note(t->sp->id, rip, r->bytes, r->len);
     if (!again)

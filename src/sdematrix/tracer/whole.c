@@ -42,6 +42,7 @@
  */
 #include "whole.h"
 
+#include "profile.h"
 #include "trapflag.h"
 #include "tzcnt.h"
 
@@ -251,25 +252,12 @@ static size_t lower_bound(const struct wimage *im, uint64_t v)
     return lo;
 }
 
-/* The profile's sites (CPUID / XGETBV / mark / function; whole_site):
- * tracer.c's own int3s may be on them. */
-struct wsite {
-    const char *path;
-    uint64_t off;
-};
-static struct wsite *wsites;
-static size_t nwsites;
-
-void whole_site(const char *path, uint64_t off)
+/* Whether file offset `off` of `path` is one of the profile's sites (CPUID
+ * / XGETBV / mark / function), where tracer.c's own int3 may be. */
+static bool is_site(const struct site *sites, size_t nsites, const char *path, uint64_t off)
 {
-    wsites = wrealloc(wsites, (nwsites + 1) * sizeof *wsites);
-    wsites[nwsites++] = (struct wsite){path, off};
-}
-
-static bool is_site(const char *path, uint64_t off)
-{
-    for (size_t k = 0; k < nwsites; k++)
-        if (wsites[k].off == off && !strcmp(wsites[k].path, path))
+    for (size_t k = 0; k < nsites; k++)
+        if (sites[k].off == off && !strcmp(sites[k].path, path))
             return true;
     return false;
 }
@@ -301,8 +289,10 @@ static void note_probed(const struct wspace *s, uint64_t addr, struct wimage *im
 
 /* Plant int3s on the unseen instruction starts of one mapping.  `fresh`:
  * no int3 of ours can be in it yet (its memory is as mapped from the file),
- * so an int3 the file does not hold, away from the sites, is a uprobe's. */
-static void plant(struct wspace *s, pid_t pid, struct wmap *m, bool fresh)
+ * so an int3 the file does not hold, away from the profile's `sites`, is a
+ * uprobe's. */
+static void plant(struct wspace *s, pid_t pid, struct wmap *m, bool fresh,
+                  const struct site *sites, size_t nsites)
 {
     struct wimage *im = m->img;
     size_t len = (size_t)(m->hi - m->lo);
@@ -331,7 +321,8 @@ static void plant(struct wspace *s, pid_t pid, struct wmap *m, bool fresh)
         size_t rel = im->offs[i] - m->off;
         if (rel >= have || seen_bit(im, i))
             continue;
-        if (fresh && mem[rel] == 0xcc && file[rel] != 0xcc && !is_site(im->path, im->offs[i]))
+        if (fresh && mem[rel] == 0xcc && file[rel] != 0xcc &&
+            !is_site(sites, nsites, im->path, im->offs[i]))
             note_probed(s, m->lo + rel, im, i);
         /* the mapping must hold the file's byte (a site's int3, a relocated
          * or rewritten byte: leave it alone); a file 0xCC is never ours */
@@ -355,9 +346,34 @@ static void plant(struct wspace *s, pid_t pid, struct wmap *m, bool fresh)
     free(file);
 }
 
-static bool wmaps_cut(struct wspace *s, uint64_t lo, uint64_t hi);
+/* Cut [lo, hi) out of the space's image mappings; true when any overlapped. */
+static bool wmaps_cut(struct wspace *s, uint64_t lo, uint64_t hi)
+{
+    bool any = false;
+    for (size_t i = 0; i < s->nmaps;) {
+        struct wmap m = s->maps[i];
+        if (m.hi <= lo || hi <= m.lo) {
+            i++;
+            continue;
+        }
+        any = true;
+        s->maps[i] = s->maps[--s->nmaps]; /* order does not matter */
+        struct wmap parts[2];
+        size_t n = 0;
+        if (m.lo < lo)
+            parts[n++] = (struct wmap){m.lo, lo, m.off, m.img};
+        if (hi < m.hi)
+            parts[n++] = (struct wmap){hi, m.hi, m.off + (hi - m.lo), m.img};
+        if (n) {
+            s->maps = wrealloc(s->maps, (s->nmaps + n) * sizeof *s->maps);
+            memcpy(s->maps + s->nmaps, parts, n * sizeof *parts);
+            s->nmaps += n;
+        }
+    }
+    return any;
+}
 
-void whole_arm(int space, pid_t pid)
+void whole_arm(int space, pid_t pid, const struct site *sites, size_t nsites)
 {
     struct wspace *s = wsp(space);
     char p[64];
@@ -414,7 +430,7 @@ void whole_arm(int space, pid_t pid)
         bool fresh = !wmaps_cut(s, lo, hi);
         s->maps = wrealloc(s->maps, (s->nmaps + 1) * sizeof *s->maps);
         s->maps[s->nmaps] = (struct wmap){lo, hi, off, im};
-        plant(s, pid, &s->maps[s->nmaps], fresh);
+        plant(s, pid, &s->maps[s->nmaps], fresh, sites, nsites);
         s->nmaps++;
     }
     fclose(f);
@@ -434,32 +450,6 @@ void whole_unmapped(int space, uint64_t lo, uint64_t hi)
     wmaps_cut(&wspaces[space], lo, hi);
 }
 
-/* Cut [lo, hi) out of the space's image mappings; true when any overlapped. */
-static bool wmaps_cut(struct wspace *s, uint64_t lo, uint64_t hi)
-{
-    bool any = false;
-    for (size_t i = 0; i < s->nmaps;) {
-        struct wmap m = s->maps[i];
-        if (m.hi <= lo || hi <= m.lo) {
-            i++;
-            continue;
-        }
-        any = true;
-        s->maps[i] = s->maps[--s->nmaps]; /* order does not matter */
-        struct wmap parts[2];
-        size_t n = 0;
-        if (m.lo < lo)
-            parts[n++] = (struct wmap){m.lo, lo, m.off, m.img};
-        if (hi < m.hi)
-            parts[n++] = (struct wmap){hi, m.hi, m.off + (hi - m.lo), m.img};
-        if (n) {
-            s->maps = wrealloc(s->maps, (s->nmaps + n) * sizeof *s->maps);
-            memcpy(s->maps + s->nmaps, parts, n * sizeof *parts);
-            s->nmaps += n;
-        }
-    }
-    return any;
-}
 
 static struct wmap *map_at(struct wspace *s, uint64_t addr)
 {

@@ -38,13 +38,13 @@ static inline uint64_t page_up(uint64_t len)
 
 /* profile record `bounds BINFILE PATH` (rest = "BINFILE PATH"); -1 if bad */
 int whole_load_bounds(const char *rest);
-/* a profile site at file offset `off` of `path` (kept, not copied): the
- * tracer's own int3 may be there, not a uprobe's */
-void whole_site(const char *path, uint64_t off);
 /* a new address space (exec, fork); copy_from: the forking space or -1 */
 void whole_new_space(int space, pid_t tgid, int copy_from);
-/* plant first-visit int3s in every executable image mapping of the process */
-void whole_arm(int space, pid_t pid);
+/* plant first-visit int3s in every executable image mapping of the process;
+ * `sites`: the profile's, which may hold tracer.c's own int3s (an int3 at
+ * any other start of a new mapping is a kernel uprobe's, see note_probed) */
+struct site;
+void whole_arm(int space, pid_t pid, const struct site *sites, size_t nsites);
 /* an int3 stop with the int3 at addr: 1 when it was ours (the original
  * byte is back and the instruction recorded: the caller rewinds RIP), 2
  * when it was ours and a TZCNT of zero there was run as BSF (tzcnt.c: RIP
