@@ -406,12 +406,8 @@ PLUGINS = {
 
 
 def build_so(tmp_path: Path, name: str, source: str) -> str:
-    """`source` built with gcc -O1 as the shared object tmp_path/NAME.so; its path."""
-    src = tmp_path / f"{name}.c"
-    src.write_text(source)
-    lib = str(tmp_path / f"{name}.so")
-    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", lib, str(src)], check=True)
-    return lib
+    """`source` built as the shared object tmp_path/NAME.so (build_c); its path."""
+    return str(build_c(tmp_path, f"{name}.so", source, "-shared", "-fPIC"))
 
 
 def exec_dlclose(
